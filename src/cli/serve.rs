@@ -1,0 +1,155 @@
+//! `parasol serve`.
+
+use std::path::PathBuf;
+
+use argh::FromArgs;
+
+use crate::config::{ServerConfig, TlsSource};
+
+/// Run the server.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "serve")]
+pub struct ServeArgs {
+    /// data directory: database, self-signed certificate, demo credentials (default ./parasol-data)
+    #[argh(option, default = "super::default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// address to listen on (default 127.0.0.1:8443); port 0 picks a free port
+    #[argh(option, default = "String::from(\"127.0.0.1:8443\")")]
+    pub listen: String,
+    /// TLS certificate chain (PEM); without it a self-signed certificate is made in the data directory
+    #[argh(option)]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM), with --tls-cert
+    #[argh(option)]
+    pub tls_key: Option<PathBuf>,
+    /// serve plain HTTP instead of HTTPS (labs and tests only)
+    #[argh(switch)]
+    pub plain_http: bool,
+    /// external base URL for the links in meta.next/meta.prev, e.g. https://parasol.example:8443
+    #[argh(option)]
+    pub public_url: Option<String>,
+    /// reputation file: lines "domain,score" with score -1, 0 or 1; reloaded on SIGHUP
+    #[argh(option)]
+    pub reputation: Option<PathBuf>,
+    /// known-good file: lines "domain" or "rank,domain"; reloaded on SIGHUP
+    #[argh(option)]
+    pub known_good: Option<PathBuf>,
+    /// enforce the cloud's published rate limits per customer key (answers 429 with Retry-After)
+    #[argh(switch)]
+    pub cloud_limits: bool,
+    /// on an empty data directory, create a demo world and DIR/demo-credentials.json
+    #[argh(switch)]
+    pub demo: bool,
+    /// log level: error, warn, info, debug or trace (default info)
+    #[argh(option, default = "String::from(\"info\")")]
+    pub log_level: String,
+}
+
+fn init_logging(level: &str) -> Result<(), String> {
+    let filter: log::LevelFilter = level.parse().map_err(|_| {
+        format!("--log-level {level:?}: expected error, warn, info, debug or trace")
+    })?;
+    let config = simplelog::ConfigBuilder::new()
+        .set_time_format_rfc3339()
+        .set_target_level(log::LevelFilter::Off)
+        .set_thread_level(log::LevelFilter::Off)
+        .build();
+    simplelog::TermLogger::init(
+        filter,
+        config,
+        simplelog::TerminalMode::Stderr,
+        simplelog::ColorChoice::Never,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Builds the server configuration from the flags.
+pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
+    let tls = match (args.plain_http, &args.tls_cert, &args.tls_key) {
+        (true, None, None) => TlsSource::Plain,
+        (true, _, _) => {
+            return Err("--plain-http cannot be combined with --tls-cert/--tls-key".into())
+        }
+        (false, Some(cert), Some(key)) => TlsSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        (false, None, None) => TlsSource::SelfSigned,
+        (false, _, _) => return Err("--tls-cert and --tls-key go together".into()),
+    };
+    if let Some(u) = &args.public_url {
+        if !(u.starts_with("https://") || u.starts_with("http://")) {
+            return Err(format!(
+                "--public-url {u:?}: expected an http:// or https:// URL"
+            ));
+        }
+    }
+    let mut config = ServerConfig::new(args.data_dir.clone());
+    config.tls = tls;
+    config.public_url = args.public_url.clone();
+    config.reputation = args.reputation.clone();
+    config.known_good = args.known_good.clone();
+    config.cloud_limits = args.cloud_limits;
+    config.demo = args.demo;
+    Ok(config)
+}
+
+/// Runs the server until SIGTERM or SIGINT; returns the exit status.
+pub fn run(args: ServeArgs) -> i32 {
+    if let Err(e) = init_logging(&args.log_level) {
+        eprintln!("parasol: {e}");
+        return 2;
+    }
+    let config = match config_from(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            log::error!("{e}");
+            return 2;
+        }
+    };
+    let listener = match std::net::TcpListener::bind(&args.listen) {
+        Ok(l) => l,
+        Err(e) => {
+            log::error!("cannot listen on {}: {e}", args.listen);
+            return 1;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            log::error!("cannot start the runtime: {e}");
+            return 1;
+        }
+    };
+    let result = runtime
+        .block_on(async move { crate::server::run(config, listener, shutdown_signal()).await });
+    match result {
+        Ok(()) => 0,
+        Err(e) => {
+            log::error!("{e}");
+            1
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => log::info!("SIGTERM received"),
+                _ = int.recv() => log::info!("SIGINT received"),
+            }
+        }
+        _ => {
+            log::warn!("cannot watch SIGTERM/SIGINT; stop with SIGKILL");
+            std::future::pending::<()>().await
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! Provisioning of tenants and their credentials: service providers, MSPs, organizations,
+//! enforcement customer keys and management API credentials.
+
+use std::path::PathBuf;
+
+use argh::FromArgs;
+use serde_json::{json, Value};
+
+use super::{default_data_dir, in_transaction, open_db};
+use crate::store::tenants::{self, NewServiceProvider, OrgFields, Parent, Scope};
+use crate::timefmt::{now, parse_rfc3339, rfc3339};
+
+fn db_err(e: crate::store::StoreError) -> String {
+    e.to_string()
+}
+
+/// Service providers.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "provider")]
+pub struct ProviderCmd {
+    #[argh(subcommand)]
+    pub action: ProviderAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum ProviderAction {
+    Create(ProviderCreate),
+}
+
+/// Create a service provider; prints its id and record.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct ProviderCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// provider name
+    #[argh(option)]
+    pub name: String,
+    /// subscribed package id (see `parasol package list`)
+    #[argh(option, default = "2")]
+    pub package_id: i64,
+    /// seats allocated (default 100)
+    #[argh(option, default = "100")]
+    pub seats: i64,
+    /// rebilling time, RFC 3339 (default: in 30 days)
+    #[argh(option)]
+    pub rebill_at: Option<String>,
+    /// subscription end, RFC 3339 (default: in one year)
+    #[argh(option)]
+    pub expires_at: Option<String>,
+}
+
+fn time_arg(name: &str, v: &Option<String>, default: i64) -> Result<i64, String> {
+    match v {
+        None => Ok(default),
+        Some(s) => {
+            parse_rfc3339(s).ok_or_else(|| format!("--{name} {s:?}: expected an RFC 3339 time"))
+        }
+    }
+}
+
+pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
+    let ProviderAction::Create(a) = cmd.action;
+    if a.name.trim().is_empty() {
+        return Err("--name must not be empty".into());
+    }
+    if a.seats < 0 {
+        return Err("--seats must be 0 or more".into());
+    }
+    let t = now();
+    let sp = NewServiceProvider {
+        name: a.name.clone(),
+        package_id: a.package_id,
+        seats_total: a.seats,
+        rebill_at: Some(time_arg("rebill-at", &a.rebill_at, t + 30 * 86400)?),
+        expires_at: Some(time_arg("expires-at", &a.expires_at, t + 365 * 86400)?),
+    };
+    in_transaction(&a.data_dir, |c| {
+        let known: bool = c
+            .query_row(
+                "SELECT count(*) FROM packages WHERE id = ?1",
+                [a.package_id],
+                |r| r.get::<_, i64>(0),
+            )
+            .map_err(|e| e.to_string())?
+            > 0;
+        if !known {
+            return Err(format!("--package-id {}: no such package", a.package_id));
+        }
+        let id = tenants::create_service_provider(c, &sp, t).map_err(db_err)?;
+        Ok(json!({
+            "id": id,
+            "name": sp.name,
+            "packageId": sp.package_id,
+            "seatsTotal": sp.seats_total,
+            "rebillAt": sp.rebill_at.map(rfc3339),
+            "expiresAt": sp.expires_at.map(rfc3339),
+        }))
+    })
+}
+
+/// Managed-service providers (MSPs).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "msp")]
+pub struct MspCmd {
+    #[argh(subcommand)]
+    pub action: MspAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum MspAction {
+    Create(MspCreate),
+}
+
+/// Create an MSP; prints its id.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct MspCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// MSP name
+    #[argh(option)]
+    pub name: String,
+}
+
+pub fn msp(cmd: MspCmd) -> Result<Value, String> {
+    let MspAction::Create(a) = cmd.action;
+    if a.name.trim().is_empty() {
+        return Err("--name must not be empty".into());
+    }
+    in_transaction(&a.data_dir, |c| {
+        let id = tenants::create_msp(c, &a.name, now()).map_err(db_err)?;
+        Ok(json!({ "id": id, "name": a.name }))
+    })
+}
+
+/// Organizations (a customer of a service provider or an MSP, or stand-alone).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "org")]
+pub struct OrgCmd {
+    #[argh(subcommand)]
+    pub action: OrgAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum OrgAction {
+    Create(OrgCreate),
+    Delete(OrgDelete),
+}
+
+/// Create an organization with its default site and customer key.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct OrgCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization (customer) name
+    #[argh(option)]
+    pub name: String,
+    /// make it a customer of this service provider
+    #[argh(option)]
+    pub provider: Option<i64>,
+    /// make it a customer of this MSP
+    #[argh(option)]
+    pub msp: Option<i64>,
+    /// seats (default 10)
+    #[argh(option, default = "10")]
+    pub seats: i64,
+    /// package id for a service provider's customer (default: the provider's package)
+    #[argh(option)]
+    pub package_id: Option<i64>,
+    /// two-letter country code (default US)
+    #[argh(option, default = "String::from(\"US\")")]
+    pub country_code: String,
+    /// admin e-mail address (repeatable)
+    #[argh(option)]
+    pub admin_email: Vec<String>,
+}
+
+/// Delete an organization with all of its data; its customer keys stop working.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct OrgDelete {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub id: i64,
+}
+
+pub fn org(cmd: OrgCmd) -> Result<Value, String> {
+    match cmd.action {
+        OrgAction::Create(a) => org_create(a),
+        OrgAction::Delete(a) => in_transaction(&a.data_dir, |c| {
+            if tenants::delete_organization(c, a.id).map_err(db_err)? {
+                Ok(json!({ "id": a.id, "deleted": true }))
+            } else {
+                Err(format!("no organization {}", a.id))
+            }
+        }),
+    }
+}
+
+fn org_create(a: OrgCreate) -> Result<Value, String> {
+    if a.name.trim().is_empty() {
+        return Err("--name must not be empty".into());
+    }
+    if a.seats < 1 {
+        return Err("--seats must be 1 or more".into());
+    }
+    let parent = match (a.provider, a.msp) {
+        (Some(_), Some(_)) => return Err("give --provider or --msp, not both".into()),
+        (Some(sp), None) => Parent::ServiceProvider(sp),
+        (None, Some(m)) => Parent::Msp(m),
+        (None, None) => Parent::None,
+    };
+    in_transaction(&a.data_dir, |c| {
+        let package_id = match parent {
+            Parent::ServiceProvider(sp) => {
+                let pkg: Option<i64> = c
+                    .query_row(
+                        "SELECT package_id FROM service_providers WHERE id = ?1",
+                        [sp],
+                        |r| r.get(0),
+                    )
+                    .map_err(|_| format!("no service provider {sp}"))?;
+                Some(a.package_id.or(pkg).unwrap_or(2))
+            }
+            Parent::Msp(m) => {
+                c.query_row("SELECT 1 FROM msps WHERE id = ?1", [m], |_| Ok(()))
+                    .map_err(|_| format!("no MSP {m}"))?;
+                a.package_id
+            }
+            Parent::None => a.package_id,
+        };
+        let fields = OrgFields {
+            name: a.name.clone(),
+            seats: a.seats,
+            package_id,
+            country_code: Some(a.country_code.clone()),
+            admin_emails: a.admin_email.clone(),
+            ..Default::default()
+        };
+        let created = tenants::create_organization(c, parent, &fields, now()).map_err(db_err)?;
+        serde_json::to_value(created).map_err(|e| e.to_string())
+    })
+}
+
+/// Enforcement customer keys.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "key")]
+pub struct KeyCmd {
+    #[argh(subcommand)]
+    pub action: KeyAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum KeyAction {
+    Create(KeyCreate),
+    List(KeyList),
+    Revoke(KeyRevoke),
+    Rotate(KeyRotate),
+}
+
+/// Issue an additional customer key for an organization.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct KeyCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+}
+
+/// List an organization's customer keys, revoked ones included.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct KeyList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+}
+
+/// Revoke one customer key: requests with it get 403 from then on.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "revoke")]
+pub struct KeyRevoke {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// the customer key
+    #[argh(option)]
+    pub key: String,
+}
+
+/// Revoke all of an organization's keys and issue a new one.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "rotate")]
+pub struct KeyRotate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+}
+
+fn require_org(c: &rusqlite::Connection, org: i64) -> Result<(), String> {
+    if tenants::organization_exists(c, org).map_err(db_err)? {
+        Ok(())
+    } else {
+        Err(format!("no organization {org}"))
+    }
+}
+
+pub fn key(cmd: KeyCmd) -> Result<Value, String> {
+    match cmd.action {
+        KeyAction::Create(a) => in_transaction(&a.data_dir, |c| {
+            require_org(c, a.org)?;
+            let k = tenants::create_customer_key(c, a.org, now()).map_err(db_err)?;
+            Ok(json!({ "organizationId": a.org, "customerKey": k }))
+        }),
+        KeyAction::List(a) => {
+            let c = open_db(&a.data_dir)?;
+            require_org(&c, a.org)?;
+            let keys = tenants::list_customer_keys(&c, a.org).map_err(db_err)?;
+            serde_json::to_value(keys).map_err(|e| e.to_string())
+        }
+        KeyAction::Revoke(a) => in_transaction(&a.data_dir, |c| {
+            let key = a.key.trim().to_ascii_lowercase();
+            if tenants::revoke_customer_key(c, &key, now()).map_err(db_err)? {
+                Ok(json!({ "customerKey": key, "revoked": true }))
+            } else {
+                Err("no live customer key of that value".into())
+            }
+        }),
+        KeyAction::Rotate(a) => in_transaction(&a.data_dir, |c| {
+            require_org(c, a.org)?;
+            let (k, revoked) = tenants::rotate_customer_key(c, a.org, now()).map_err(db_err)?;
+            Ok(json!({ "organizationId": a.org, "customerKey": k, "revoked": revoked }))
+        }),
+    }
+}
+
+/// Management API credentials (HTTP Basic key and secret).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "credential")]
+pub struct CredentialCmd {
+    #[argh(subcommand)]
+    pub action: CredentialAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum CredentialAction {
+    Create(CredentialCreate),
+    List(CredentialList),
+    Revoke(CredentialRevoke),
+}
+
+/// Issue a credential bound to one scope; the secret is shown only here.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct CredentialCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// scope: this service provider, its customers and their organizations
+    #[argh(option)]
+    pub provider: Option<i64>,
+    /// scope: this MSP, its customers and their organizations
+    #[argh(option)]
+    pub msp: Option<i64>,
+    /// scope: this organization only
+    #[argh(option)]
+    pub org: Option<i64>,
+    /// free-text label
+    #[argh(option)]
+    pub label: Option<String>,
+}
+
+/// List credentials (never secrets).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct CredentialList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+}
+
+/// Revoke a credential: requests with it get 401 from then on.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "revoke")]
+pub struct CredentialRevoke {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// the API key
+    #[argh(option)]
+    pub key: String,
+}
+
+pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
+    match cmd.action {
+        CredentialAction::Create(a) => {
+            let scope = match (a.provider, a.msp, a.org) {
+                (Some(id), None, None) => Scope::ServiceProvider(id),
+                (None, Some(id), None) => Scope::Msp(id),
+                (None, None, Some(id)) => Scope::Organization(id),
+                _ => return Err("give exactly one of --provider, --msp, --org".into()),
+            };
+            in_transaction(&a.data_dir, |c| {
+                if !tenants::scope_exists(c, scope).map_err(db_err)? {
+                    return Err("the scope's provider, MSP or organization does not exist".into());
+                }
+                let (k, s) = crate::demo::issue_credential(c, scope, a.label.as_deref(), now())
+                    .map_err(db_err)?;
+                Ok(json!({ "apiKey": k, "apiSecret": s, "scope": scope, "label": a.label }))
+            })
+        }
+        CredentialAction::List(a) => {
+            let c = open_db(&a.data_dir)?;
+            serde_json::to_value(tenants::list_credentials(&c).map_err(db_err)?)
+                .map_err(|e| e.to_string())
+        }
+        CredentialAction::Revoke(a) => in_transaction(&a.data_dir, |c| {
+            if tenants::revoke_credential(c, &a.key, now()).map_err(db_err)? {
+                Ok(json!({ "apiKey": a.key, "revoked": true }))
+            } else {
+                Err("no live credential with that key".into())
+            }
+        }),
+    }
+}

@@ -1,0 +1,386 @@
+//! The event validator: checks a POST /1.0/events body (one event object or an array of them)
+//! against the spec and decisions.md, and prepares each event for storage.
+
+use serde_json::{Map, Value};
+
+use super::domain::{self, DomainError};
+
+/// Most entries listed in one `errors` map; a body with more problems is still refused whole.
+// SECURITY: a 1 MiB body of empty objects would otherwise produce a response of many megabytes.
+pub const MAX_ERRORS: usize = 1000;
+
+/// An event that passed validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValidEvent {
+    /// Normalised `dstDomain`.
+    pub domain: String,
+    /// `disableDstSafeguards: true` was sent.
+    pub disable_safeguards: bool,
+    /// The event object as sent, unknown fields included.
+    pub body: String,
+}
+
+/// Why a body was refused.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventsError {
+    /// Not JSON, or JSON that is neither an object nor an array; the message says which.
+    Malformed(String),
+    /// One or more fields are missing or invalid: `(key, problem)` in order.
+    Fields(Vec<(String, String)>),
+}
+
+/// Required string fields; the second name is the alternative spelling, if any.
+const REQUIRED: &[(&str, Option<&str>)] = &[
+    ("deviceId", Some("deviceID")),
+    ("deviceVersion", None),
+    ("eventTime", None),
+    ("alertTime", None),
+    ("dstDomain", None),
+    ("dstUrl", Some("dstURL")),
+    ("protocolVersion", None),
+    ("providerName", None),
+];
+
+/// Optional string fields.
+const OPTIONAL: &[(&str, Option<&str>)] = &[
+    ("dstIp", Some("dstIP")),
+    ("eventSeverity", None),
+    ("eventType", None),
+    ("eventDescription", None),
+    ("eventHash", None),
+    ("fileName", None),
+    ("fileHash", None),
+    ("externalUrl", Some("externalURL")),
+    ("src", None),
+];
+
+/// Validates a request body. All or nothing: any bad element refuses the whole body.
+pub fn validate_body(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| EventsError::Malformed(format!("Malformed JSON: {e}")))?;
+    let mut errors = Vec::new();
+    let events = match value {
+        Value::Object(obj) => match validate_event(&obj, "", &mut errors) {
+            Some(ev) if errors.is_empty() => vec![ev],
+            _ => Vec::new(),
+        },
+        Value::Array(items) => {
+            if items.is_empty() {
+                return Err(EventsError::Malformed("no events".into()));
+            }
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let prefix = format!("[{i}].");
+                match item {
+                    Value::Object(obj) => {
+                        if let Some(ev) = validate_event(obj, &prefix, &mut errors) {
+                            out.push(ev);
+                        }
+                    }
+                    _ => push(&mut errors, format!("[{i}]"), "must be an object"),
+                }
+            }
+            out
+        }
+        _ => {
+            return Err(EventsError::Malformed(
+                "The body must be an event object or an array of event objects".into(),
+            ))
+        }
+    };
+    if errors.is_empty() {
+        Ok(events)
+    } else {
+        Err(EventsError::Fields(errors))
+    }
+}
+
+fn push(errors: &mut Vec<(String, String)>, key: String, msg: &str) {
+    if errors.len() < MAX_ERRORS {
+        errors.push((key, msg.to_string()));
+    }
+}
+
+/// Looks a field up under either spelling. Returns the spelling used and the value; `null` is
+/// absence. Both spellings with different values is an error naming the second one.
+fn field<'a>(
+    obj: &'a Map<String, Value>,
+    name: &'static str,
+    alt: Option<&'static str>,
+    prefix: &str,
+    errors: &mut Vec<(String, String)>,
+) -> Option<(&'static str, &'a Value)> {
+    let a = obj.get(name).filter(|v| !v.is_null());
+    let b = alt.and_then(|alt| obj.get(alt).filter(|v| !v.is_null()).map(|v| (alt, v)));
+    match (a, b) {
+        (Some(a), Some((alt, b))) => {
+            if a != b {
+                push(
+                    errors,
+                    format!("{prefix}{alt}"),
+                    &format!("conflicts with {name}"),
+                );
+            }
+            Some((name, a))
+        }
+        (Some(a), None) => Some((name, a)),
+        (None, Some(b)) => Some(b),
+        (None, None) => None,
+    }
+}
+
+fn validate_event(
+    obj: &Map<String, Value>,
+    prefix: &str,
+    errors: &mut Vec<(String, String)>,
+) -> Option<ValidEvent> {
+    let before = errors.len();
+    let mut domain_out = None;
+    for &(name, alt) in REQUIRED {
+        let Some((spelled, value)) = field(obj, name, alt, prefix, errors) else {
+            push(errors, format!("{prefix}{name}"), "is required");
+            continue;
+        };
+        let key = || format!("{prefix}{spelled}");
+        let Value::String(s) = value else {
+            push(errors, key(), "must be a string");
+            continue;
+        };
+        let problem: Option<&str> = match name {
+            "eventTime" | "alertTime" => crate::timefmt::parse_rfc3339(s)
+                .is_none()
+                .then_some("is invalid"),
+            "dstDomain" => match domain::normalize(s) {
+                Ok(d) => {
+                    domain_out = Some(d);
+                    None
+                }
+                Err(DomainError::TooLong) => Some("must be at most 255 characters"),
+                Err(DomainError::Invalid) => Some("is invalid"),
+            },
+            "dstUrl" => (s.is_empty() || s.chars().any(char::is_control)).then_some("is invalid"),
+            "protocolVersion" => (s != "1.0a").then_some("must be 1.0a"),
+            "providerName" => (s != "Security Platform").then_some("must be Security Platform"),
+            _ => s.is_empty().then_some("must not be empty"),
+        };
+        if let Some(p) = problem {
+            push(errors, key(), p);
+        }
+    }
+    for &(name, alt) in OPTIONAL {
+        if let Some((spelled, value)) = field(obj, name, alt, prefix, errors) {
+            match value {
+                Value::String(s) => {
+                    if name == "dstIp" && s.parse::<std::net::Ipv4Addr>().is_err() {
+                        push(errors, format!("{prefix}{spelled}"), "is invalid");
+                    }
+                }
+                _ => push(errors, format!("{prefix}{spelled}"), "must be a string"),
+            }
+        }
+    }
+    let disable_safeguards = match obj.get("disableDstSafeguards") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            push(
+                errors,
+                format!("{prefix}disableDstSafeguards"),
+                "must be a boolean",
+            );
+            false
+        }
+    };
+    if errors.len() != before {
+        return None;
+    }
+    Some(ValidEvent {
+        domain: domain_out?,
+        disable_safeguards,
+        body: serde_json::to_string(obj).ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn good() -> Value {
+        json!({
+            "deviceId": "ba6a59f4-e692-4724-ba36-c28132c761de",
+            "deviceVersion": "13.7a",
+            "eventTime": "2026-11-22T10:00:00.0Z",
+            "alertTime": "2026-11-22T10:00:01Z",
+            "dstDomain": "Internetbadguys.com",
+            "dstUrl": "http://internetbadguys.com/a?b=c",
+            "protocolVersion": "1.0a",
+            "providerName": "Security Platform"
+        })
+    }
+
+    fn errors_of(v: &Value) -> Vec<(String, String)> {
+        match validate_body(v.to_string().as_bytes()) {
+            Err(EventsError::Fields(f)) => f,
+            other => panic!("expected field errors, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn accepts_a_good_event_and_keeps_unknown_fields() {
+        let mut v = good();
+        v["vendorExtra"] = json!({"x": 1});
+        let out = validate_body(v.to_string().as_bytes()).unwrap();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].domain, "internetbadguys.com");
+        assert!(!out[0].disable_safeguards);
+        assert!(out[0].body.contains("vendorExtra"));
+    }
+
+    #[test]
+    fn every_required_field_is_required_and_null_counts_as_missing() {
+        for (name, _) in REQUIRED {
+            let mut v = good();
+            v.as_object_mut().unwrap().remove(*name);
+            assert_eq!(
+                errors_of(&v),
+                vec![(name.to_string(), "is required".to_string())]
+            );
+            let mut v = good();
+            v[*name] = Value::Null;
+            assert_eq!(
+                errors_of(&v),
+                vec![(name.to_string(), "is required".to_string())]
+            );
+        }
+    }
+
+    #[test]
+    fn alternative_spellings() {
+        let mut v = good();
+        let o = v.as_object_mut().unwrap();
+        o.remove("deviceId");
+        o.remove("dstUrl");
+        o.insert("deviceID".into(), json!("d"));
+        o.insert("dstURL".into(), json!("http://x"));
+        o.insert("dstIP".into(), json!("10.1.2.3"));
+        o.insert("externalURL".into(), json!("https://info"));
+        assert!(validate_body(v.to_string().as_bytes()).is_ok());
+        // Same value twice is fine; different values are not.
+        v["deviceId"] = json!("d");
+        assert!(validate_body(v.to_string().as_bytes()).is_ok());
+        v["deviceId"] = json!("e");
+        assert_eq!(
+            errors_of(&v),
+            vec![("deviceID".into(), "conflicts with deviceId".into())]
+        );
+        // Errors name the spelling that was sent.
+        let mut v = good();
+        v.as_object_mut().unwrap().remove("dstUrl");
+        v["dstURL"] = json!(5);
+        assert_eq!(
+            errors_of(&v),
+            vec![("dstURL".into(), "must be a string".into())]
+        );
+    }
+
+    #[test]
+    fn types_and_values() {
+        let cases = [
+            ("deviceVersion", json!(13), "must be a string"),
+            ("eventTime", json!("2026-11-22"), "is invalid"),
+            ("alertTime", json!("yesterday"), "is invalid"),
+            ("dstDomain", json!("http://x.example"), "is invalid"),
+            ("dstDomain", json!("10.0.0.1"), "is invalid"),
+            (
+                "dstDomain",
+                json!("a".repeat(256)),
+                "must be at most 255 characters",
+            ),
+            ("dstUrl", json!(""), "is invalid"),
+            ("protocolVersion", json!("1.0"), "must be 1.0a"),
+            ("providerName", json!("Other"), "must be Security Platform"),
+            ("dstIp", json!("1.2.3"), "is invalid"),
+            ("dstIp", json!("::1"), "is invalid"),
+            ("src", json!(false), "must be a string"),
+            ("disableDstSafeguards", json!("true"), "must be a boolean"),
+            ("deviceId", json!(""), "must not be empty"),
+        ];
+        for (name, value, msg) in cases {
+            let mut v = good();
+            v[name] = value;
+            assert_eq!(
+                errors_of(&v),
+                vec![(name.to_string(), msg.to_string())],
+                "{name}"
+            );
+        }
+        let mut v = good();
+        v["disableDstSafeguards"] = json!(true);
+        v["eventSeverity"] = Value::Null;
+        assert!(validate_body(v.to_string().as_bytes()).unwrap()[0].disable_safeguards);
+    }
+
+    #[test]
+    fn arrays_are_all_or_nothing_and_name_the_element() {
+        let mut bad = good();
+        bad["dstDomain"] = json!("not a domain");
+        let body = json!([good(), good(), good(), bad, 7]);
+        assert_eq!(
+            errors_of(&body),
+            vec![
+                ("[3].dstDomain".to_string(), "is invalid".to_string()),
+                ("[4]".to_string(), "must be an object".to_string())
+            ]
+        );
+        assert_eq!(
+            validate_body(json!([good(), good()]).to_string().as_bytes())
+                .unwrap()
+                .len(),
+            2
+        );
+    }
+
+    #[test]
+    fn malformed_bodies() {
+        for body in [&b"[]"[..], b"", b"{", b"\"x\"", b"3", b"null", b"[1,]"] {
+            assert!(
+                matches!(validate_body(body), Err(EventsError::Malformed(_))),
+                "{body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn error_list_is_bounded() {
+        let body = format!("[{}{{}}]", "{},".repeat(2000));
+        assert_eq!(
+            errors_of(&serde_json::from_str(&body).unwrap()).len(),
+            MAX_ERRORS
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = validate_body(&bytes);
+        }
+
+        #[test]
+        fn never_panics_on_json_shapes(
+            domain in "\\PC{0,80}",
+            time in "\\PC{0,40}",
+            ip in "\\PC{0,20}",
+            flag in proptest::option::of(any::<bool>()),
+        ) {
+            let mut v = good();
+            v["dstDomain"] = json!(domain);
+            v["eventTime"] = json!(time);
+            v["dstIp"] = json!(ip);
+            if let Some(f) = flag { v["disableDstSafeguards"] = json!(f); }
+            let _ = validate_body(v.to_string().as_bytes());
+            let _ = validate_body(json!([v.clone(), v]).to_string().as_bytes());
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Handlers of the enforcement interface. Order of checks (decisions.md): route and method were
+//! settled by the router and the size by the server; then credentials (403), Content-Type (415),
+//! body validation (400), existence (404).
+
+use bytes::Bytes;
+use hyper::{Response, StatusCode};
+use serde_json::json;
+
+use crate::error::EnfError;
+use crate::http::{is_json_content_type, json, no_content, query_encode, Body};
+use crate::router::EnfEndpoint;
+use crate::server::{AppState, RequestCtx};
+use crate::store::domains::{self, PreparedEvent};
+use crate::store::tenants::resolve_customer_key;
+
+use super::domain::normalize;
+use super::event::{validate_body, EventsError};
+
+/// Default and largest page size of GET /1.0/domains.
+pub const PAGE_SIZE: u64 = 200;
+
+pub async fn handle(
+    state: &AppState,
+    ep: EnfEndpoint,
+    ctx: &RequestCtx,
+    body: Bytes,
+) -> Response<Body> {
+    let result = match ep {
+        EnfEndpoint::PostEvents => post_events(state, ctx, body).await,
+        EnfEndpoint::ListDomains => list_domains(state, ctx).await,
+        EnfEndpoint::DeleteDomainById(id) => delete_domain(state, ctx, Target::Id(id)).await,
+        EnfEndpoint::DeleteDomainByName(name) => {
+            delete_domain(state, ctx, Target::Name(Some(name))).await
+        }
+        EnfEndpoint::DeleteDomainsWhere => {
+            let name = ctx.query.get("where[name]").map(str::to_string);
+            delete_domain(state, ctx, Target::Name(name)).await
+        }
+    };
+    result.unwrap_or_else(EnfError::into_response)
+}
+
+/// The customer key in canonical form (lower-case hyphenated UUID), if it is well-formed.
+fn customer_key(ctx: &RequestCtx) -> Option<String> {
+    let raw = ctx.query.get("customerKey")?;
+    // Only the hyphenated 36-character form is a customer key.
+    if raw.len() != 36 {
+        return None;
+    }
+    uuid::Uuid::try_parse(raw)
+        .ok()
+        .map(|u| u.hyphenated().to_string())
+}
+
+/// Resolves the request's key to its organization, or 403.
+async fn organization(state: &AppState, ctx: &RequestCtx) -> Result<(String, i64), EnfError> {
+    let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
+    let k = key.clone();
+    let org = state
+        .store
+        .read(move |conn| resolve_customer_key(conn, &k))
+        .await?
+        .ok_or(EnfError::InvalidCredentials)?;
+    Ok((key, org))
+}
+
+/// The cloud's rendering of a batch id: a UUID whose first three hyphens are commas.
+pub fn cloud_id(u: &uuid::Uuid) -> String {
+    u.hyphenated().to_string().replacen('-', ",", 3)
+}
+
+async fn post_events(
+    state: &AppState,
+    ctx: &RequestCtx,
+    body: Bytes,
+) -> Result<Response<Body>, EnfError> {
+    let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
+    if !is_json_content_type(&ctx.headers) {
+        organization(state, ctx).await?;
+        return Err(EnfError::UnsupportedMediaType);
+    }
+    // The body is checked before the key is looked up, so that a valid request needs one trip to
+    // the database; a refused body still answers 403 first when the key is bad.
+    let events = match validate_body(&body) {
+        Ok(events) => events,
+        Err(e) => {
+            organization(state, ctx).await?;
+            return Err(match e {
+                EventsError::Malformed(m) => EnfError::BadRequest(m),
+                EventsError::Fields(f) => EnfError::Validation(f),
+            });
+        }
+    };
+    let reputation = state.reputation.get();
+    let prepared: Vec<PreparedEvent> = events
+        .into_iter()
+        .map(|e| PreparedEvent {
+            listed: reputation.accepts(&e.domain, e.disable_safeguards),
+            domain: e.domain,
+            body: e.body,
+        })
+        .collect();
+    drop(reputation);
+    let batch = uuid::Uuid::new_v4();
+    let batch_text = batch.hyphenated().to_string();
+    let now = crate::timefmt::now();
+    // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
+    let stored = state
+        .store
+        .write(move |conn| {
+            let Some(org) = resolve_customer_key(conn, &key)? else {
+                return Ok(false);
+            };
+            domains::ingest(conn, org, &batch_text, now, &prepared)?;
+            Ok(true)
+        })
+        .await?;
+    if !stored {
+        return Err(EnfError::InvalidCredentials);
+    }
+    Ok(json(
+        StatusCode::ACCEPTED,
+        &json!({ "id": cloud_id(&batch) }),
+    ))
+}
+
+/// Parses `page` and `limit` per decisions.md.
+fn paging(ctx: &RequestCtx) -> Result<(u64, u64), EnfError> {
+    let page = match ctx.query.get("page") {
+        None => 1,
+        Some(p) => match p.parse::<i64>() {
+            Ok(n) if n >= 1 => n as u64,
+            Ok(_) => {
+                return Err(EnfError::BadRequest(
+                    "Page must be a number greater than or equal to 1".into(),
+                ))
+            }
+            Err(_) => return Err(EnfError::BadRequest("Page must be a number".into())),
+        },
+    };
+    let limit = match ctx.query.get("limit") {
+        None => PAGE_SIZE,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n > PAGE_SIZE as i64 => {
+                return Err(EnfError::BadRequest(
+                    "Limit must be a number less than or equal to 200".into(),
+                ))
+            }
+            Ok(n) if n >= 1 => n as u64,
+            Ok(_) => {
+                return Err(EnfError::BadRequest(
+                    "Limit must be a number greater than or equal to 1".into(),
+                ))
+            }
+            Err(_) => return Err(EnfError::BadRequest("Limit must be a number".into())),
+        },
+    };
+    Ok((page, limit))
+}
+
+async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Body>, EnfError> {
+    let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
+    let params = paging(ctx);
+    let k = key.clone();
+    let page_params = params.clone().ok();
+    // One read transaction: the key and the page come from the same snapshot.
+    let found = state
+        .store
+        .read(move |conn| {
+            let Some(org) = resolve_customer_key(conn, &k)? else {
+                return Ok(None);
+            };
+            match page_params {
+                Some((page, limit)) => Ok(Some(Some(domains::list_page(conn, org, page, limit)?))),
+                None => Ok(Some(None)),
+            }
+        })
+        .await?;
+    let Some(listing) = found else {
+        return Err(EnfError::InvalidCredentials);
+    };
+    let (page, limit) = params?;
+    let (entries, more) = listing.unwrap_or_default();
+    let link = |p: u64| {
+        json!(format!(
+            "{}/1.0/domains?customerKey={}&page={}&limit={}",
+            state.base_url(&ctx.headers),
+            query_encode(&key),
+            p,
+            limit
+        ))
+    };
+    let prev = if page > 1 {
+        link(page - 1)
+    } else {
+        json!(false)
+    };
+    let next = if more { link(page + 1) } else { json!(false) };
+    Ok(json(
+        StatusCode::OK,
+        &json!({
+            "meta": { "page": page, "limit": limit, "prev": prev, "next": next },
+            "data": entries,
+        }),
+    ))
+}
+
+enum Target {
+    Id(i64),
+    /// `None`: `where[name]` was missing.
+    Name(Option<String>),
+}
+
+async fn delete_domain(
+    state: &AppState,
+    ctx: &RequestCtx,
+    target: Target,
+) -> Result<Response<Body>, EnfError> {
+    let (_key, org) = organization(state, ctx).await?;
+    const NOT_LISTED: EnfError = EnfError::NotFound("Domain not in domain list");
+    let deleted = match target {
+        Target::Id(id) => {
+            state
+                .store
+                .write(move |c| domains::delete_by_id(c, org, id))
+                .await?
+        }
+        Target::Name(None) => return Err(EnfError::BadRequest("where[name] is required".into())),
+        Target::Name(Some(raw)) => {
+            // A name that is not a valid domain cannot be on the list.
+            let Ok(name) = normalize(&raw) else {
+                return Err(NOT_LISTED);
+            };
+            state
+                .store
+                .write(move |c| domains::delete_by_name(c, org, &name))
+                .await?
+        }
+    };
+    if deleted {
+        Ok(no_content())
+    } else {
+        Err(NOT_LISTED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloud_id_form() {
+        let u = uuid::Uuid::parse_str("6ece47ef-7afc-4a50-89e6-b0a10adc2d8a").unwrap();
+        assert_eq!(cloud_id(&u), "6ece47ef,7afc,4a50,89e6-b0a10adc2d8a");
+    }
+}

@@ -1,0 +1,270 @@
+//! One error type per interface, each mapping to a status and the interface's JSON body.
+//! Internal failures map to 500 without detail; the detail goes to the log.
+
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, RETRY_AFTER, WWW_AUTHENTICATE};
+use hyper::{Response, StatusCode};
+use serde_json::{json, Map, Value};
+
+use crate::http::{json, Body};
+
+/// Errors of the enforcement interface (`/1.0/`), body
+/// `{"code", "message", ["errors"], "statusCode"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnfError {
+    /// 400 with a message.
+    BadRequest(String),
+    /// 400 naming each bad field.
+    Validation(Vec<(String, String)>),
+    /// 400: the request exceeds 1 MiB; the connection is closed after the answer.
+    TooLarge,
+    /// 403: missing, malformed, unknown or revoked customer key.
+    InvalidCredentials,
+    /// 404 with a message.
+    NotFound(&'static str),
+    /// 405 with the allowed methods.
+    MethodNotAllowed(&'static str),
+    /// 415: a body that is not `application/json`.
+    UnsupportedMediaType,
+    /// 429 with a Retry-After in seconds.
+    TooManyRequests(u64),
+    /// 500; details are logged where they happen.
+    Internal,
+}
+
+impl EnfError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            EnfError::BadRequest(_) | EnfError::Validation(_) | EnfError::TooLarge => {
+                StatusCode::BAD_REQUEST
+            }
+            EnfError::InvalidCredentials => StatusCode::FORBIDDEN,
+            EnfError::NotFound(_) => StatusCode::NOT_FOUND,
+            EnfError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            EnfError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            EnfError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            EnfError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn code(&self) -> &'static str {
+        match self {
+            EnfError::BadRequest(_) | EnfError::Validation(_) | EnfError::TooLarge => {
+                "BadRequestError"
+            }
+            EnfError::InvalidCredentials => "InvalidCredentials",
+            EnfError::NotFound(_) => "NotFoundError",
+            EnfError::MethodNotAllowed(_) => "MethodNotAllowed",
+            EnfError::UnsupportedMediaType => "UnsupportedMediaType",
+            EnfError::TooManyRequests(_) => "TooManyRequests",
+            EnfError::Internal => "InternalError",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            EnfError::BadRequest(m) => m.clone(),
+            EnfError::Validation(_) => "There were one or more missing or required fields".into(),
+            EnfError::TooLarge => "Request too large".into(),
+            // SECURITY: the same words whether the key is missing, malformed, unknown or revoked.
+            EnfError::InvalidCredentials => "Invalid customer key".into(),
+            EnfError::NotFound(m) => (*m).into(),
+            EnfError::MethodNotAllowed(_) => "Method not allowed".into(),
+            EnfError::UnsupportedMediaType => "Content-Type must be application/json".into(),
+            EnfError::TooManyRequests(_) => "Too many requests".into(),
+            EnfError::Internal => "Internal error".into(),
+        }
+    }
+
+    /// The JSON body, members in the documented order.
+    pub fn body(&self) -> Value {
+        let status = self.status();
+        let mut m = Map::new();
+        m.insert("code".into(), json!(self.code()));
+        m.insert("message".into(), json!(self.message()));
+        if let EnfError::Validation(errors) = self {
+            let mut e = Map::new();
+            for (k, v) in errors {
+                e.insert(k.clone(), json!(v));
+            }
+            m.insert("errors".into(), Value::Object(e));
+        }
+        m.insert("statusCode".into(), json!(status.as_u16()));
+        Value::Object(m)
+    }
+
+    pub fn into_response(self) -> Response<Body> {
+        let mut res = json(self.status(), &self.body());
+        let h = res.headers_mut();
+        match &self {
+            EnfError::MethodNotAllowed(allow) => {
+                h.insert(ALLOW, HeaderValue::from_static(allow));
+            }
+            EnfError::TooManyRequests(secs) => {
+                h.insert(RETRY_AFTER, HeaderValue::from(*secs));
+            }
+            EnfError::TooLarge => {
+                h.insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
+        }
+        res
+    }
+}
+
+/// Errors of the management interface (`/v1/`), body
+/// `{"statusCode", "error", "message", "txId"}`; 401 has its own fixed body.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MgmtError {
+    /// 401: missing or wrong Basic credentials.
+    Unauthorized,
+    /// 400 naming the problem.
+    BadRequest(String),
+    /// 400: the request exceeds 1 MiB.
+    TooLarge,
+    /// 404: missing, or outside the credential's scope (the two are indistinguishable).
+    NotFound,
+    /// 405 with the allowed methods.
+    MethodNotAllowed(&'static str),
+    /// 409 naming the conflict.
+    Conflict(String),
+    /// 415.
+    UnsupportedMediaType,
+    /// 500; details are logged where they happen.
+    Internal,
+}
+
+impl MgmtError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            MgmtError::Unauthorized => StatusCode::UNAUTHORIZED,
+            MgmtError::BadRequest(_) | MgmtError::TooLarge => StatusCode::BAD_REQUEST,
+            MgmtError::NotFound => StatusCode::NOT_FOUND,
+            MgmtError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            MgmtError::Conflict(_) => StatusCode::CONFLICT,
+            MgmtError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            MgmtError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            MgmtError::Unauthorized => "Invalid authentication credentials".into(),
+            MgmtError::BadRequest(m) | MgmtError::Conflict(m) => m.clone(),
+            MgmtError::TooLarge => "Request too large".into(),
+            MgmtError::NotFound => "Not found".into(),
+            MgmtError::MethodNotAllowed(_) => "Method not allowed".into(),
+            MgmtError::UnsupportedMediaType => "Content-Type must be application/json".into(),
+            MgmtError::Internal => "Internal error".into(),
+        }
+    }
+
+    /// The JSON body for a request with transaction id `tx_id`.
+    pub fn body(&self, tx_id: &str) -> Value {
+        if *self == MgmtError::Unauthorized {
+            return json!({"message": self.message()});
+        }
+        let status = self.status();
+        let mut m = Map::new();
+        m.insert("statusCode".into(), json!(status.as_u16()));
+        m.insert(
+            "error".into(),
+            json!(status.canonical_reason().unwrap_or("Error")),
+        );
+        m.insert("message".into(), json!(self.message()));
+        m.insert("txId".into(), json!(tx_id));
+        Value::Object(m)
+    }
+
+    pub fn into_response(self, tx_id: &str) -> Response<Body> {
+        let mut res = json(self.status(), &self.body(tx_id));
+        let h = res.headers_mut();
+        match &self {
+            MgmtError::Unauthorized => {
+                h.insert(
+                    WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Basic realm=\"parasol\""),
+                );
+            }
+            MgmtError::MethodNotAllowed(allow) => {
+                h.insert(ALLOW, HeaderValue::from_static(allow));
+            }
+            MgmtError::TooLarge => {
+                h.insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            _ => {}
+        }
+        res
+    }
+}
+
+impl From<crate::store::StoreError> for MgmtError {
+    fn from(e: crate::store::StoreError) -> Self {
+        log::error!("management request failed: {e}");
+        MgmtError::Internal
+    }
+}
+
+impl From<crate::store::StoreError> for EnfError {
+    fn from(e: crate::store::StoreError) -> Self {
+        log::error!("enforcement request failed: {e}");
+        EnfError::Internal
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enforcement_mapping_is_pinned() {
+        let cases: Vec<(EnfError, u16, &str)> = vec![
+            (EnfError::BadRequest("x".into()), 400, "BadRequestError"),
+            (EnfError::Validation(vec![]), 400, "BadRequestError"),
+            (EnfError::TooLarge, 400, "BadRequestError"),
+            (EnfError::InvalidCredentials, 403, "InvalidCredentials"),
+            (EnfError::NotFound("x"), 404, "NotFoundError"),
+            (EnfError::MethodNotAllowed("GET"), 405, "MethodNotAllowed"),
+            (EnfError::UnsupportedMediaType, 415, "UnsupportedMediaType"),
+            (EnfError::TooManyRequests(1), 429, "TooManyRequests"),
+            (EnfError::Internal, 500, "InternalError"),
+        ];
+        for (e, status, code) in cases {
+            let body = e.body();
+            assert_eq!(e.status().as_u16(), status);
+            assert_eq!(body["code"], code);
+            assert_eq!(body["statusCode"], status);
+            let keys: Vec<&String> = body.as_object().unwrap().keys().collect();
+            assert_eq!(keys.first().map(|s| s.as_str()), Some("code"));
+            assert_eq!(keys.last().map(|s| s.as_str()), Some("statusCode"));
+        }
+        let v = EnfError::Validation(vec![("[3].dstDomain".into(), "is required".into())]).body();
+        assert_eq!(
+            v.to_string(),
+            r#"{"code":"BadRequestError","message":"There were one or more missing or required fields","errors":{"[3].dstDomain":"is required"},"statusCode":400}"#
+        );
+    }
+
+    #[test]
+    fn management_mapping_is_pinned() {
+        assert_eq!(
+            MgmtError::Unauthorized.body("t").to_string(),
+            r#"{"message":"Invalid authentication credentials"}"#
+        );
+        let b = MgmtError::Conflict("dup".into()).body("tx1");
+        assert_eq!(
+            b.to_string(),
+            r#"{"statusCode":409,"error":"Conflict","message":"dup","txId":"tx1"}"#
+        );
+        for (e, s) in [
+            (MgmtError::BadRequest("x".into()), 400),
+            (MgmtError::TooLarge, 400),
+            (MgmtError::NotFound, 404),
+            (MgmtError::MethodNotAllowed("GET"), 405),
+            (MgmtError::UnsupportedMediaType, 415),
+            (MgmtError::Internal, 500),
+        ] {
+            assert_eq!(e.status().as_u16(), s);
+            assert_eq!(e.body("t")["statusCode"], s);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! Parasol: an on-premises server for the enforcement (`/1.0/`) and management (`/v1/`)
+//! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
+
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod enforcement;
+pub mod error;
+pub mod http;
+pub mod management;
+pub mod reputation;
+pub mod router;
+pub mod secrets;
+pub mod server;
+pub mod store;
+pub mod timefmt;
+pub mod tls;

@@ -1,0 +1,18 @@
+//! Demo resources of one organization (used by `--demo`).
+
+use rusqlite::Connection;
+
+use crate::store::tenants;
+
+/// Fills organization number `n` (0 or 1) of the demo world with management resources.
+pub fn fill_organization(
+    conn: &Connection,
+    org: i64,
+    _default_site: i64,
+    n: usize,
+    now: i64,
+) -> crate::store::Result<()> {
+    let second = if n == 0 { "Branch Office" } else { "Warehouse" };
+    tenants::create_site(conn, org, second, false, now)?;
+    Ok(())
+}

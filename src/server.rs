@@ -1,0 +1,512 @@
+//! The listener: TLS accept inside each connection's task, the hyper HTTP/1.1 connection loop,
+//! connection limits and timeouts, the request-size rule, SIGHUP reloads and graceful shutdown.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper::header::{CONTENT_LENGTH, HOST};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{HeaderMap, Method, Request, Response};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{watch, Semaphore};
+use tokio_rustls::TlsAcceptor;
+
+use crate::config::{Limits, ServerConfig, TlsSource};
+use crate::error::{EnfError, MgmtError};
+use crate::http::{Body, Query};
+use crate::reputation::ReputationHandle;
+use crate::router::{self, Interface, Route, RouteError};
+use crate::store::Store;
+
+/// Shared state of a running server.
+pub struct AppState {
+    pub store: Store,
+    pub reputation: Arc<ReputationHandle>,
+    /// `--public-url` without a trailing slash.
+    pub public_url: Option<String>,
+    /// `https` or `http`.
+    pub scheme: &'static str,
+    pub local_addr: SocketAddr,
+    pub limits: Limits,
+}
+
+impl AppState {
+    /// Base URL for absolute links: `--public-url`, else the request's Host and our scheme.
+    pub fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(u) = &self.public_url {
+            return u.clone();
+        }
+        // SECURITY: only a plausible host[:port] is echoed into links; anything else is replaced
+        // by the listener's own address.
+        let host = headers
+            .get(HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| {
+                !h.is_empty()
+                    && h.len() <= 261
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+            })
+            .map(str::to_string)
+            .unwrap_or_else(|| self.local_addr.to_string());
+        format!("{}://{}", self.scheme, host)
+    }
+}
+
+/// What a handler knows of its request besides the body.
+pub struct RequestCtx {
+    pub method: Method,
+    pub query: Query,
+    pub headers: HeaderMap,
+    /// Request id (the management interface's `txId`).
+    pub tx_id: String,
+}
+
+/// Runs the server on an already-bound listener until `shutdown` resolves, then stops accepting,
+/// lets in-flight requests finish (within `limits.shutdown_grace`) and closes the database.
+pub async fn run(
+    config: ServerConfig,
+    listener: std::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), String> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
+    let acceptor = match &config.tls {
+        TlsSource::Plain => {
+            log::warn!("--plain-http: serving without TLS; use this only in a lab");
+            None
+        }
+        TlsSource::Files { cert, key } => {
+            Some(TlsAcceptor::from(crate::tls::server_config(cert, key)?))
+        }
+        TlsSource::SelfSigned => {
+            let (cert, key) = crate::tls::ensure_self_signed(&config.data_dir)?;
+            Some(TlsAcceptor::from(crate::tls::server_config(&cert, &key)?))
+        }
+    };
+    let scheme = if acceptor.is_some() { "https" } else { "http" };
+    let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let url = format!("{scheme}://{local_addr}");
+
+    let db_path = config.db_path();
+    let store = Store::open(&db_path).map_err(|e| format!("{}: {e}", db_path.display()))?;
+    if config.demo {
+        let base = config.public_url.clone().unwrap_or_else(|| url.clone());
+        if let Some(creds) = crate::demo::ensure(&db_path, &config.data_dir, &base)? {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&creds).unwrap_or_default()
+            );
+        }
+    }
+    let reputation = ReputationHandle::open(config.reputation.clone(), config.known_good.clone())?;
+    let (scores, good) = reputation.get().counts();
+    log::info!("reputation data: {scores} scored domains, {good} known-good domains");
+
+    let state = Arc::new(AppState {
+        store: store.clone(),
+        reputation: Arc::new(reputation),
+        public_url: config
+            .public_url
+            .as_ref()
+            .map(|u| u.trim_end_matches('/').to_string()),
+        scheme,
+        local_addr,
+        limits: config.limits.clone(),
+    });
+
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
+    let max = config.limits.max_connections.max(1);
+    let slots = Arc::new(Semaphore::new(max));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut hangup = Hangup::new()?;
+    log::info!("parasol ready: serving {url}");
+
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            _ = &mut shutdown => break,
+            _ = hangup.recv() => { reload(&state); continue; }
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let stream = tokio::select! {
+            _ = &mut shutdown => break,
+            _ = hangup.recv() => { reload(&state); continue; }
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // Out of descriptors and the like: back off briefly instead of spinning.
+                    log::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                    continue;
+                }
+            },
+        };
+        let state = state.clone();
+        let acceptor = acceptor.clone();
+        let stop = stop_rx.clone();
+        tokio::spawn(async move {
+            serve_connection(state, stream, acceptor, stop).await;
+            drop(permit);
+        });
+    }
+
+    log::info!("shutting down: no new connections; finishing requests in flight");
+    drop(listener);
+    let _ = stop_tx.send(true);
+    let grace = config.limits.shutdown_grace;
+    if tokio::time::timeout(grace, slots.acquire_many(max as u32))
+        .await
+        .is_err()
+    {
+        log::warn!("some connections were still open after {grace:?}; closing them");
+    }
+    drop(state);
+    tokio::task::spawn_blocking(move || store.close())
+        .await
+        .map_err(|e| e.to_string())?;
+    log::info!("stopped");
+    Ok(())
+}
+
+fn reload(state: &Arc<AppState>) {
+    let rep = state.reputation.clone();
+    tokio::task::spawn_blocking(move || match rep.reload() {
+        Ok((scores, good)) => {
+            log::info!(
+                "reputation data reloaded: {scores} scored domains, {good} known-good domains"
+            )
+        }
+        Err(e) => log::error!("reputation reload refused, the previous data stays in force: {e}"),
+    });
+}
+
+/// SIGHUP, where the platform has it.
+struct Hangup(Option<tokio::signal::unix::Signal>);
+
+impl Hangup {
+    fn new() -> Result<Self, String> {
+        let s = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
+        Ok(Hangup(Some(s)))
+    }
+
+    async fn recv(&mut self) {
+        match &mut self.0 {
+            Some(s) => {
+                if s.recv().await.is_none() {
+                    self.0 = None;
+                    std::future::pending::<()>().await;
+                }
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+}
+
+async fn serve_connection(
+    state: Arc<AppState>,
+    stream: tokio::net::TcpStream,
+    acceptor: Option<TlsAcceptor>,
+    stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let limits = state.limits.clone();
+    match acceptor {
+        Some(acceptor) => {
+            // SECURITY: the handshake runs here, in the connection's task, under a time limit, so
+            // a client that stalls mid-handshake holds only its own slot, never the accept loop.
+            match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => serve_http(state, tls, stop).await,
+                Ok(Err(e)) => log::debug!("TLS handshake failed: {e}"),
+                Err(_) => log::debug!("TLS handshake timed out"),
+            }
+        }
+        None => serve_http(state, stream, stop).await,
+    }
+}
+
+async fn serve_http<IO>(state: Arc<AppState>, io: IO, mut stop: watch::Receiver<bool>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let limits = state.limits.clone();
+    let linger = Arc::new(AtomicBool::new(false));
+    let io = LingeringIo::new(io, linger.clone(), limits.linger_bytes, limits.linger_time);
+    let service = service_fn(move |req| {
+        let state = state.clone();
+        let linger = linger.clone();
+        async move { Ok::<_, Infallible>(handle(state, req, linger).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        // SECURITY: headers must arrive within this time, and an idle keep-alive connection is
+        // closed after it, so slow or stuck clients cannot hold connection slots.
+        .header_read_timeout(limits.header_timeout)
+        // Room for a request head up to the 1 MiB rule, so that we (not hyper) refuse it.
+        .max_buf_size(limits.max_request_bytes + 64 * 1024)
+        .serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                log::debug!("connection ended: {e}");
+            }
+        }
+        _ = async { let _ = stop.wait_for(|s| *s).await; } => {
+            conn.as_mut().graceful_shutdown();
+            if let Err(e) = conn.await {
+                log::debug!("connection ended during shutdown: {e}");
+            }
+        }
+    }
+}
+
+/// Size of the request head as sent: request line and header lines.
+fn head_size<B>(req: &Request<B>) -> usize {
+    let target = req
+        .uri()
+        .path_and_query()
+        .map(|pq| pq.as_str().len())
+        .unwrap_or(1);
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(n, v)| n.as_str().len() + 2 + v.len() + 2)
+        .sum();
+    req.method().as_str().len() + 1 + target + 1 + 8 + 2 + headers + 2
+}
+
+fn iface_of(route: &Result<Route, RouteError>) -> Interface {
+    match route {
+        Ok(Route::Enf(_)) => Interface::Enforcement,
+        Ok(Route::Mgmt(_)) => Interface::Management,
+        Err(RouteError::NotFound(i)) | Err(RouteError::MethodNotAllowed(i, _)) => *i,
+    }
+}
+
+fn too_large(iface: Interface, tx_id: &str) -> Response<Body> {
+    match iface {
+        Interface::Enforcement => EnfError::TooLarge.into_response(),
+        Interface::Management => MgmtError::TooLarge.into_response(tx_id),
+    }
+}
+
+enum BodyError {
+    TooLarge,
+    Timeout,
+    Broken,
+}
+
+async fn read_body(
+    body: Incoming,
+    limit: usize,
+    timeout: std::time::Duration,
+) -> Result<Bytes, BodyError> {
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(BodyError::Timeout),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(BodyError::TooLarge)
+            } else {
+                Err(BodyError::Broken)
+            }
+        }
+    }
+}
+
+/// Handles one request: route, size rule, body, then the interface's handler.
+async fn handle(
+    state: Arc<AppState>,
+    req: Request<Incoming>,
+    linger: Arc<AtomicBool>,
+) -> Response<Body> {
+    let tx_id = uuid::Uuid::new_v4().to_string();
+    let route = router::route(req.method(), req.uri().path());
+    let iface = iface_of(&route);
+    let route = match route {
+        Ok(r) => r,
+        Err(RouteError::NotFound(Interface::Enforcement)) => {
+            return EnfError::NotFound("Resource not found").into_response()
+        }
+        Err(RouteError::NotFound(Interface::Management)) => {
+            return MgmtError::NotFound.into_response(&tx_id)
+        }
+        Err(RouteError::MethodNotAllowed(Interface::Enforcement, allow)) => {
+            return EnfError::MethodNotAllowed(allow).into_response()
+        }
+        Err(RouteError::MethodNotAllowed(Interface::Management, allow)) => {
+            return MgmtError::MethodNotAllowed(allow).into_response(&tx_id)
+        }
+    };
+
+    // The 1 MiB rule counts the request line, the headers and the body. A declared length decides
+    // before any of the body is read; a chunked body is counted as it arrives.
+    let max = state.limits.max_request_bytes;
+    let head = head_size(&req);
+    let declared = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    if head as u64 + declared > max as u64 {
+        linger.store(true, Ordering::Relaxed);
+        return too_large(iface, &tx_id);
+    }
+    let (parts, body) = req.into_parts();
+    let body = match read_body(body, max - head, state.limits.body_timeout).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            linger.store(true, Ordering::Relaxed);
+            return too_large(iface, &tx_id);
+        }
+        Err(BodyError::Timeout) => {
+            linger.store(true, Ordering::Relaxed);
+            let mut res = match iface {
+                Interface::Enforcement => {
+                    EnfError::BadRequest("Request body timed out".into()).into_response()
+                }
+                Interface::Management => {
+                    MgmtError::BadRequest("Request body timed out".into()).into_response(&tx_id)
+                }
+            };
+            res.headers_mut().insert(
+                hyper::header::CONNECTION,
+                hyper::header::HeaderValue::from_static("close"),
+            );
+            return res;
+        }
+        Err(BodyError::Broken) => {
+            return match iface {
+                Interface::Enforcement => {
+                    EnfError::BadRequest("Request body could not be read".into()).into_response()
+                }
+                Interface::Management => {
+                    MgmtError::BadRequest("Request body could not be read".into())
+                        .into_response(&tx_id)
+                }
+            }
+        }
+    };
+    let ctx = RequestCtx {
+        query: Query::parse(parts.uri.query()),
+        method: parts.method,
+        headers: parts.headers,
+        tx_id,
+    };
+    match route {
+        Route::Enf(ep) => crate::enforcement::handlers::handle(&state, ep, &ctx, body).await,
+        Route::Mgmt(ep) => crate::management::handle(&state, ep, &ctx, body).await,
+    }
+}
+
+/// The connection's transport. When a request was refused for its size, closing first reads and
+/// discards what the client is still sending (up to a byte and time limit): closing a socket with
+/// unread data makes TCP reset it, and the client would lose our answer.
+struct LingeringIo<T> {
+    inner: T,
+    linger: Arc<AtomicBool>,
+    budget: usize,
+    time: std::time::Duration,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    drained: bool,
+}
+
+impl<T> LingeringIo<T> {
+    fn new(inner: T, linger: Arc<AtomicBool>, budget: usize, time: std::time::Duration) -> Self {
+        LingeringIo {
+            inner,
+            linger,
+            budget,
+            time,
+            deadline: None,
+            drained: false,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for LingeringIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for LingeringIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.linger.load(Ordering::Relaxed) && !self.drained {
+            // Make sure our answer is on the wire before we start discarding.
+            if let Poll::Ready(Err(e)) = Pin::new(&mut self.inner).poll_flush(cx) {
+                return Poll::Ready(Err(e));
+            }
+            let time = self.time;
+            let this = &mut *self;
+            let deadline = this
+                .deadline
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(time)));
+            let mut scratch = [0u8; 16 * 1024];
+            loop {
+                if deadline.as_mut().poll(cx).is_ready() || this.budget == 0 {
+                    break;
+                }
+                let mut rb = ReadBuf::new(&mut scratch);
+                match Pin::new(&mut this.inner).poll_read(cx, &mut rb) {
+                    Poll::Ready(Ok(())) if rb.filled().is_empty() => break,
+                    Poll::Ready(Ok(())) => {
+                        this.budget = this.budget.saturating_sub(rb.filled().len())
+                    }
+                    Poll::Ready(Err(_)) => break,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            this.drained = true;
+        }
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,251 @@
+//! The only code that speaks SQL. One writer thread owns the write connection and commits
+//! concurrent requests together (group commit); reads run on a small pool of read connections
+//! through `spawn_blocking`, so they never wait behind the writer (WAL).
+
+pub mod domains;
+pub mod migrate;
+pub mod tenants;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+/// Errors of the store. `Sqlite` details are logged, never sent to clients.
+#[derive(Debug)]
+pub enum StoreError {
+    Sqlite(rusqlite::Error),
+    /// The database was written by a newer Parasol.
+    NewerSchema {
+        found: i64,
+        supported: i64,
+    },
+    /// The writer thread has stopped (shutdown in progress).
+    Closed,
+    /// A blocking task panicked or was cancelled.
+    Task(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Sqlite(e) => write!(f, "database error: {e}"),
+            StoreError::NewerSchema { found, supported } => write!(
+                f,
+                "database schema version {found} is newer than this binary supports ({supported}); refusing to open it"
+            ),
+            StoreError::Closed => write!(f, "the database writer has stopped"),
+            StoreError::Task(e) => write!(f, "database task failed: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Sqlite(e)
+    }
+}
+
+impl StoreError {
+    /// True when SQLite refused a write because of a UNIQUE or similar constraint.
+    pub fn is_constraint(&self) -> bool {
+        matches!(self, StoreError::Sqlite(rusqlite::Error::SqliteFailure(e, _))
+            if e.code == rusqlite::ErrorCode::ConstraintViolation)
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// What the writer hands back after running a job inside the group transaction: called once the
+/// transaction's fate is known, with `Err` if the commit failed.
+type Completion = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
+type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+
+/// Most jobs folded into one transaction. Bounded so that one commit's latency stays small.
+const MAX_GROUP: usize = 128;
+
+/// Opens a connection with Parasol's pragmas. Used by the server and by command-line tools.
+pub fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    // Pragmas live outside any migration transaction (journal_mode cannot change inside one).
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    // FULL: a commit is on disk (WAL fsynced) before it returns, so a 202 is never lost.
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+/// Opens (creating if needed) and migrates the database at `path`, for command-line use.
+pub fn open_migrated(path: &Path) -> Result<Connection> {
+    let mut conn = open_connection(path)?;
+    migrate::migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Handle to the database used by the server. Cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+    readers: Mutex<Vec<Connection>>,
+}
+
+impl Store {
+    /// Opens and migrates the database, then starts the writer thread.
+    pub fn open(path: &Path) -> Result<Store> {
+        let conn = open_migrated(path)?;
+        let (tx, rx) = mpsc::channel::<Job>(4096);
+        let handle = std::thread::Builder::new()
+            .name("parasol-writer".into())
+            .spawn(move || writer_loop(conn, rx))
+            .map_err(|e| StoreError::Task(e.to_string()))?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                path: path.to_path_buf(),
+                sender: Mutex::new(Some(tx)),
+                writer: Mutex::new(Some(handle)),
+                readers: Mutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Runs `f` inside the writer's current group transaction (in a savepoint of its own, so an
+    /// `Err` undoes only this job) and resolves once the transaction is durably committed.
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |conn: &Connection| -> Completion {
+            let result = run_in_savepoint(conn, f);
+            Box::new(move |commit: std::result::Result<(), String>| {
+                let out = match (commit, result) {
+                    (Ok(()), r) => r,
+                    (Err(_), Err(e)) => Err(e),
+                    (Err(e), Ok(_)) => Err(StoreError::Task(format!("commit failed: {e}"))),
+                };
+                let _ = tx.send(out);
+            })
+        });
+        let sender = self
+            .inner
+            .sender
+            .lock()
+            .map_err(|_| StoreError::Closed)?
+            .clone()
+            .ok_or(StoreError::Closed)?;
+        sender.send(job).await.map_err(|_| StoreError::Closed)?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Runs `f` on a read connection in one read transaction (a consistent snapshot), off the
+    /// async runtime.
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let conn = match inner.readers.lock().ok().and_then(|mut v| v.pop()) {
+                Some(c) => c,
+                None => open_connection(&inner.path)?,
+            };
+            conn.execute_batch("BEGIN")?;
+            let r = f(&conn);
+            let end = conn.execute_batch("COMMIT");
+            if end.is_ok() {
+                if let Ok(mut pool) = inner.readers.lock() {
+                    if pool.len() < 16 {
+                        pool.push(conn);
+                    }
+                }
+            }
+            r
+        })
+        .await
+        .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Stops accepting writes, lets the writer finish what is queued, and waits for it.
+    pub fn close(&self) {
+        if let Ok(mut s) = self.inner.sender.lock() {
+            s.take();
+        }
+        let handle = self.inner.writer.lock().ok().and_then(|mut h| h.take());
+        if let Some(h) = handle {
+            let _ = h.join();
+        }
+        if let Ok(mut r) = self.inner.readers.lock() {
+            r.clear();
+        }
+    }
+}
+
+fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    conn.execute_batch("SAVEPOINT job")?;
+    let r = f(conn);
+    let end = match &r {
+        Ok(_) => conn.execute_batch("RELEASE job"),
+        Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job"),
+    };
+    match (r, end) {
+        (Ok(v), Ok(())) => Ok(v),
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(e.into()),
+    }
+}
+
+fn writer_loop(conn: Connection, mut rx: mpsc::Receiver<Job>) {
+    let mut jobs: Vec<Job> = Vec::with_capacity(MAX_GROUP);
+    while let Some(first) = rx.blocking_recv() {
+        jobs.push(first);
+        while jobs.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+            log::error!("cannot begin write transaction: {e}");
+            // Run nothing; every job learns of the failure through its completion.
+            for job in jobs.drain(..) {
+                fail_job(job, &conn, e.to_string());
+            }
+            continue;
+        }
+        let completions: Vec<Completion> = jobs.drain(..).map(|job| job(&conn)).collect();
+        let commit = conn.execute_batch("COMMIT").map_err(|e| {
+            log::error!("commit failed: {e}");
+            let _ = conn.execute_batch("ROLLBACK");
+            e.to_string()
+        });
+        for c in completions {
+            c(commit.clone());
+        }
+    }
+    log::debug!("writer stopped");
+}
+
+/// Completes a job that could not run: its closure is never given the connection.
+fn fail_job(job: Job, _conn: &Connection, why: String) {
+    // The job's closure owns the reply channel; dropping it closes the channel, which the waiting
+    // request sees as `StoreError::Closed`.
+    drop(job);
+    log::warn!("write job dropped: {why}");
+}

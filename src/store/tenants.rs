@@ -1,0 +1,358 @@
+//! Tenants: service providers, MSPs, organizations, enforcement customer keys and management API
+//! credentials. Functions take a `&Connection` so that the server's writer and the command line
+//! share them; callers supply the transaction.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::Result;
+
+/// A service provider as created by an operator.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewServiceProvider {
+    pub name: String,
+    pub package_id: i64,
+    pub seats_total: i64,
+    pub rebill_at: Option<i64>,
+    pub expires_at: Option<i64>,
+}
+
+pub fn create_service_provider(
+    conn: &Connection,
+    sp: &NewServiceProvider,
+    now: i64,
+) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO service_providers (name, package_id, seats_total, status, rebill_at, expires_at, created_at)
+         VALUES (?1, ?2, ?3, 'Active', ?4, ?5, ?6)",
+        params![sp.name, sp.package_id, sp.seats_total, sp.rebill_at, sp.expires_at, now],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+pub fn create_msp(conn: &Connection, name: &str, now: i64) -> Result<i64> {
+    conn.execute(
+        "INSERT INTO msps (name, created_at) VALUES (?1, ?2)",
+        params![name, now],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Which parent an organization belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parent {
+    None,
+    ServiceProvider(i64),
+    Msp(i64),
+}
+
+/// Customer fields of an organization (the management interface's Customer record).
+#[derive(Debug, Clone, Default)]
+pub struct OrgFields {
+    pub name: String,
+    pub seats: i64,
+    pub package_id: Option<i64>,
+    pub street_address: Option<String>,
+    pub street_address2: Option<String>,
+    pub city: Option<String>,
+    pub state: Option<String>,
+    pub country_code: Option<String>,
+    pub zip_code: Option<String>,
+    pub deal_id: Option<String>,
+    pub admin_emails: Vec<String>,
+    pub ccw_deal_owner_emails: Vec<String>,
+}
+
+/// Result of creating an organization: its id, default site and first customer key.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedOrganization {
+    pub id: i64,
+    pub name: String,
+    pub default_site_id: i64,
+    pub customer_key: String,
+}
+
+/// Allocates a new originId from the shared identity sequence.
+pub fn new_origin(conn: &Connection, kind: &str) -> Result<i64> {
+    conn.execute("INSERT INTO origins (kind) VALUES (?1)", params![kind])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Creates an organization with its default site and an enforcement customer key.
+pub fn create_organization(
+    conn: &Connection,
+    parent: Parent,
+    f: &OrgFields,
+    now: i64,
+) -> Result<CreatedOrganization> {
+    let (sp, msp) = match parent {
+        Parent::None => (None, None),
+        Parent::ServiceProvider(id) => (Some(id), None),
+        Parent::Msp(id) => (None, Some(id)),
+    };
+    let admin = serde_json::to_string(&f.admin_emails).unwrap_or_else(|_| "[]".into());
+    let ccw = serde_json::to_string(&f.ccw_deal_owner_emails).unwrap_or_else(|_| "[]".into());
+    conn.execute(
+        "INSERT INTO organizations (name, service_provider_id, msp_id, seats, package_id,
+            street_address, street_address2, city, state, country_code, zip_code, deal_id,
+            admin_emails, ccw_deal_owner_emails, created_at, modified_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
+        params![
+            f.name,
+            sp,
+            msp,
+            f.seats,
+            f.package_id,
+            f.street_address,
+            f.street_address2,
+            f.city,
+            f.state,
+            f.country_code,
+            f.zip_code,
+            f.deal_id,
+            admin,
+            ccw,
+            now
+        ],
+    )?;
+    let id = conn.last_insert_rowid();
+    let default_site_id = create_site(conn, id, "Default Site", true, now)?;
+    let customer_key = create_customer_key(conn, id, now)?;
+    Ok(CreatedOrganization {
+        id,
+        name: f.name.clone(),
+        default_site_id,
+        customer_key,
+    })
+}
+
+/// Creates a site; returns its siteId.
+pub fn create_site(
+    conn: &Connection,
+    org: i64,
+    name: &str,
+    is_default: bool,
+    now: i64,
+) -> Result<i64> {
+    let origin = new_origin(conn, "site")?;
+    conn.execute(
+        "INSERT INTO sites (organization_id, origin_id, name, is_default, type, created_at, modified_at)
+         VALUES (?1, ?2, ?3, ?4, 'site', ?5, ?5)",
+        params![org, origin, name, is_default, now],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+pub fn organization_exists(conn: &Connection, org: i64) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM organizations WHERE id = ?1",
+            params![org],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// Deletes an organization and, through the schema's cascades, all of its data.
+pub fn delete_organization(conn: &Connection, org: i64) -> Result<bool> {
+    Ok(conn.execute("DELETE FROM organizations WHERE id = ?1", params![org])? > 0)
+}
+
+// ------------------------------------------------------------------ customer keys
+
+/// Issues a new customer key (UUID v4) for the organization.
+pub fn create_customer_key(conn: &Connection, org: i64, now: i64) -> Result<String> {
+    let key = uuid::Uuid::new_v4().hyphenated().to_string();
+    conn.execute(
+        "INSERT INTO customer_keys (key, organization_id, created_at) VALUES (?1, ?2, ?3)",
+        params![key, org, now],
+    )?;
+    Ok(key)
+}
+
+/// Resolves a well-formed, lower-cased customer key to its organization, if it is live.
+pub fn resolve_customer_key(conn: &Connection, key: &str) -> Result<Option<i64>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT organization_id FROM customer_keys WHERE key = ?1 AND revoked_at IS NULL",
+    )?;
+    Ok(stmt.query_row(params![key], |r| r.get(0)).optional()?)
+}
+
+/// Revokes one key. Returns false if there was no live key of that value.
+pub fn revoke_customer_key(conn: &Connection, key: &str, now: i64) -> Result<bool> {
+    Ok(conn.execute(
+        "UPDATE customer_keys SET revoked_at = ?2 WHERE key = ?1 AND revoked_at IS NULL",
+        params![key, now],
+    )? > 0)
+}
+
+/// Revokes every live key of the organization and issues a new one.
+pub fn rotate_customer_key(conn: &Connection, org: i64, now: i64) -> Result<(String, Vec<String>)> {
+    let revoked = live_customer_keys(conn, org)?;
+    conn.execute(
+        "UPDATE customer_keys SET revoked_at = ?2 WHERE organization_id = ?1 AND revoked_at IS NULL",
+        params![org, now],
+    )?;
+    let key = create_customer_key(conn, org, now)?;
+    Ok((key, revoked))
+}
+
+fn live_customer_keys(conn: &Connection, org: i64) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare(
+        "SELECT key FROM customer_keys WHERE organization_id = ?1 AND revoked_at IS NULL ORDER BY created_at, key",
+    )?;
+    let rows = stmt.query_map(params![org], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
+}
+
+/// A customer key as listed for operators.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomerKeyInfo {
+    pub key: String,
+    pub organization_id: i64,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+}
+
+pub fn list_customer_keys(conn: &Connection, org: i64) -> Result<Vec<CustomerKeyInfo>> {
+    let mut stmt = conn.prepare(
+        "SELECT key, organization_id, created_at, revoked_at FROM customer_keys
+         WHERE organization_id = ?1 ORDER BY created_at, key",
+    )?;
+    let rows = stmt.query_map(params![org], |r| {
+        Ok(CustomerKeyInfo {
+            key: r.get(0)?,
+            organization_id: r.get(1)?,
+            created_at: crate::timefmt::rfc3339(r.get(2)?),
+            revoked_at: r.get::<_, Option<i64>>(3)?.map(crate::timefmt::rfc3339),
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+// ------------------------------------------------------------------ API credentials
+
+/// What a management credential may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", content = "id", rename_all = "camelCase")]
+pub enum Scope {
+    ServiceProvider(i64),
+    Msp(i64),
+    Organization(i64),
+}
+
+/// A stored credential: the scope and the secret's hash.
+#[derive(Debug, Clone)]
+pub struct StoredCredential {
+    pub scope: Scope,
+    pub secret_hash: String,
+}
+
+/// Stores a credential whose secret the caller has already hashed.
+pub fn insert_credential(
+    conn: &Connection,
+    api_key: &str,
+    secret_hash: &str,
+    scope: Scope,
+    label: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    let (sp, msp, org) = match scope {
+        Scope::ServiceProvider(id) => (Some(id), None, None),
+        Scope::Msp(id) => (None, Some(id), None),
+        Scope::Organization(id) => (None, None, Some(id)),
+    };
+    conn.execute(
+        "INSERT INTO api_credentials (api_key, secret_hash, service_provider_id, msp_id, organization_id, label, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![api_key, secret_hash, sp, msp, org, label, now],
+    )?;
+    Ok(())
+}
+
+/// Looks up a live credential by its API key.
+pub fn find_credential(conn: &Connection, api_key: &str) -> Result<Option<StoredCredential>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT secret_hash, service_provider_id, msp_id, organization_id FROM api_credentials
+         WHERE api_key = ?1 AND revoked_at IS NULL",
+    )?;
+    Ok(stmt
+        .query_row(params![api_key], |r| {
+            let hash: String = r.get(0)?;
+            let sp: Option<i64> = r.get(1)?;
+            let msp: Option<i64> = r.get(2)?;
+            let org: Option<i64> = r.get(3)?;
+            let scope = match (sp, msp, org) {
+                (Some(id), _, _) => Scope::ServiceProvider(id),
+                (None, Some(id), _) => Scope::Msp(id),
+                (None, None, Some(id)) => Scope::Organization(id),
+                // The CHECK constraint makes this unreachable; treat as a hidden credential.
+                (None, None, None) => Scope::Organization(-1),
+            };
+            Ok(StoredCredential {
+                scope,
+                secret_hash: hash,
+            })
+        })
+        .optional()?)
+}
+
+/// A credential as listed for operators (never the secret or its hash).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CredentialInfo {
+    pub api_key: String,
+    pub scope: Scope,
+    pub label: Option<String>,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+}
+
+pub fn list_credentials(conn: &Connection) -> Result<Vec<CredentialInfo>> {
+    let mut stmt = conn.prepare(
+        "SELECT api_key, service_provider_id, msp_id, organization_id, label, created_at, revoked_at
+         FROM api_credentials ORDER BY created_at, api_key",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        let sp: Option<i64> = r.get(1)?;
+        let msp: Option<i64> = r.get(2)?;
+        let org: Option<i64> = r.get(3)?;
+        let scope = match (sp, msp, org) {
+            (Some(id), _, _) => Scope::ServiceProvider(id),
+            (None, Some(id), _) => Scope::Msp(id),
+            (None, None, id) => Scope::Organization(id.unwrap_or(-1)),
+        };
+        Ok(CredentialInfo {
+            api_key: r.get(0)?,
+            scope,
+            label: r.get(4)?,
+            created_at: crate::timefmt::rfc3339(r.get(5)?),
+            revoked_at: r.get::<_, Option<i64>>(6)?.map(crate::timefmt::rfc3339),
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+pub fn revoke_credential(conn: &Connection, api_key: &str, now: i64) -> Result<bool> {
+    Ok(conn.execute(
+        "UPDATE api_credentials SET revoked_at = ?2 WHERE api_key = ?1 AND revoked_at IS NULL",
+        params![api_key, now],
+    )? > 0)
+}
+
+/// Whether the scope's owner exists (a credential for a missing tenant is refused).
+pub fn scope_exists(conn: &Connection, scope: Scope) -> Result<bool> {
+    let (sql, id) = match scope {
+        Scope::ServiceProvider(id) => ("SELECT 1 FROM service_providers WHERE id = ?1", id),
+        Scope::Msp(id) => ("SELECT 1 FROM msps WHERE id = ?1", id),
+        Scope::Organization(id) => ("SELECT 1 FROM organizations WHERE id = ?1", id),
+    };
+    Ok(conn
+        .query_row(sql, params![id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}

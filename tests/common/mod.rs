@@ -1,0 +1,407 @@
+//! Test harness: starts the real server on a pre-bound 127.0.0.1:0 listener (in-process, or the
+//! real binary as a child process), waits for readiness by polling (never by sleeping blindly),
+//! talks HTTPS to it with a client that trusts the server's own certificate, and shuts it down
+//! cleanly. Every wait is bounded.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::HeaderMap;
+use hyper_util::rt::TokioIo;
+use parasol::config::{ServerConfig, TlsSource};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// Upper bound for any single wait in the tests.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// A fresh, empty directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        let p = std::env::temp_dir().join(format!("parasol-test-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A response, fully read.
+#[derive(Debug)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body))
+        })
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Something that speaks HTTPS (or HTTP) on an address.
+#[derive(Clone)]
+pub struct Client {
+    pub addr: SocketAddr,
+    pub tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+impl Client {
+    /// A client that trusts exactly the PEM certificate at `cert`.
+    pub fn new(addr: SocketAddr, cert: Option<&Path>) -> Client {
+        let tls = cert.map(|cert| {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(cert).unwrap() {
+                roots.add(c.unwrap()).unwrap();
+            }
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+            Arc::new(cfg)
+        });
+        Client { addr, tls }
+    }
+
+    /// Opens a connection (TLS when configured).
+    pub async fn connect(&self) -> std::io::Result<Box<dyn Io>> {
+        let tcp = tokio::time::timeout(WAIT, TcpStream::connect(self.addr))
+            .await
+            .map_err(|_| std::io::Error::other("connect timed out"))??;
+        tcp.set_nodelay(true)?;
+        match &self.tls {
+            None => Ok(Box::new(tcp)),
+            Some(cfg) => {
+                let name = ServerName::IpAddress(self.addr.ip().into());
+                let tls = tokio::time::timeout(WAIT, TlsConnector::from(cfg.clone()).connect(name, tcp))
+                    .await
+                    .map_err(|_| std::io::Error::other("handshake timed out"))??;
+                Ok(Box::new(tls))
+            }
+        }
+    }
+
+    /// Sends one request on a new connection and reads the whole response.
+    pub async fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<Vec<u8>>) -> Resp {
+        let io = self.connect().await.expect("connect");
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+            .await
+            .expect("http handshake");
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", self.addr.to_string());
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .expect("request");
+        let res = tokio::time::timeout(WAIT, sender.send_request(req))
+            .await
+            .expect("response timed out")
+            .expect("response");
+        let status = res.status().as_u16();
+        let headers = res.headers().clone();
+        let body = tokio::time::timeout(WAIT, res.into_body().collect())
+            .await
+            .expect("body timed out")
+            .expect("body")
+            .to_bytes()
+            .to_vec();
+        Resp { status, headers, body }
+    }
+
+    pub async fn get(&self, path: &str) -> Resp {
+        self.request("GET", path, &[], None).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Resp {
+        self.request("DELETE", path, &[("content-type", "application/json")], None).await
+    }
+
+    pub async fn post_json(&self, path: &str, body: &Value) -> Resp {
+        self.request(
+            "POST",
+            path,
+            &[("content-type", "application/json")],
+            Some(serde_json::to_vec(body).unwrap()),
+        )
+        .await
+    }
+
+    /// Polls until the server answers anything, within `WAIT`.
+    pub async fn wait_ready(&self) {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Ok(Ok(mut io)) = tokio::time::timeout(Duration::from_secs(2), self.connect()).await {
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let req = format!("GET /ready-probe HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", self.addr);
+                if io.write_all(req.as_bytes()).await.is_ok() {
+                    let mut buf = [0u8; 12];
+                    if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), io.read(&mut buf)).await {
+                        if n > 0 {
+                            return;
+                        }
+                    }
+                }
+            }
+            assert!(tokio::time::Instant::now() < deadline, "server not ready within {WAIT:?}");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+/// A server running inside the test process on a pre-bound port.
+pub struct TestServer {
+    pub client: Client,
+    pub dir: TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<(), String>>>,
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl TestServer {
+    /// Starts a server over HTTPS with a self-signed certificate in a fresh data directory;
+    /// `adjust` may change the configuration first.
+    pub async fn start_with(adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        Self::start_in(TempDir::new(), adjust).await
+    }
+
+    pub async fn start() -> TestServer {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Starts on an existing data directory (restart tests).
+    pub async fn start_in(dir: TempDir, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut config = ServerConfig::new(dir.path());
+        adjust(&mut config);
+        let cert = match &config.tls {
+            TlsSource::Plain => None,
+            TlsSource::Files { cert, .. } => Some(cert.clone()),
+            TlsSource::SelfSigned => Some(dir.path().join("tls/cert.pem")),
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(parasol::server::run(config, listener, async move {
+            let _ = rx.await;
+        }));
+        // The certificate exists once the server has started; wait for it before trusting it.
+        if let Some(cert) = &cert {
+            let deadline = std::time::Instant::now() + WAIT;
+            while !cert.exists() {
+                assert!(std::time::Instant::now() < deadline, "no certificate at {}", cert.display());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        let client = Client::new(addr, cert.as_deref());
+        client.wait_ready().await;
+        TestServer { client, dir, stop: Some(tx), task: Some(task) }
+    }
+
+    /// Stops the server gracefully and returns its data directory.
+    pub async fn stop(mut self) -> TempDir {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            tokio::time::timeout(Duration::from_secs(40), task)
+                .await
+                .expect("server did not stop in time")
+                .expect("server task panicked")
+                .expect("server returned an error");
+        }
+        let dir = TempDir(self.dir.0.clone());
+        // Hand the directory over without deleting it.
+        std::mem::forget(std::mem::replace(&mut self.dir, TempDir(PathBuf::new())));
+        dir
+    }
+
+    /// A direct database connection (for provisioning in tests).
+    pub fn db(&self) -> rusqlite::Connection {
+        parasol::store::open_migrated(&self.dir.path().join("parasol.db")).unwrap()
+    }
+
+    /// Creates a stand-alone organization; returns its id and customer key.
+    pub fn create_org(&self, name: &str) -> (i64, String) {
+        let c = self.db();
+        let f = parasol::store::tenants::OrgFields { name: name.into(), seats: 1, ..Default::default() };
+        let o = parasol::store::tenants::create_organization(&c, parasol::store::tenants::Parent::None, &f, parasol::timefmt::now())
+            .unwrap();
+        (o.id, o.customer_key)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// The real `parasol` binary running as a child process (signal and restart tests).
+pub struct ChildServer {
+    pub child: std::process::Child,
+    pub client: Client,
+    pub url: String,
+    pub stderr_lines: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl std::ops::Deref for ChildServer {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        &self.client
+    }
+}
+
+impl ChildServer {
+    /// Runs `parasol serve --listen 127.0.0.1:0 --data-dir DIR <extra>` and waits for the ready
+    /// line, which names the URL.
+    pub fn spawn(dir: &Path, extra: &[&str]) -> ChildServer {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+            .arg("serve")
+            .arg("--listen")
+            .arg("127.0.0.1:0")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn parasol");
+        let stderr = child.stderr.take().unwrap();
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        let sink = lines.clone();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.split("ready: serving ").nth(1) {
+                    let _ = tx.send(url.trim().to_string());
+                }
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let url = match rx.recv_timeout(WAIT) {
+            Ok(u) => u,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("no ready line; stderr: {:?}", lines.lock().unwrap());
+            }
+        };
+        let hostport = url.split("://").nth(1).unwrap();
+        let addr: SocketAddr = hostport.parse().unwrap();
+        let cert = dir.join("tls/cert.pem");
+        let client = Client::new(addr, url.starts_with("https").then_some(cert.as_path()));
+        ChildServer { child, client, url, stderr_lines: lines }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = std::process::Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig} failed");
+    }
+
+    /// Waits (bounded) until a stderr line contains `needle`.
+    pub fn wait_for_log(&self, needle: &str) {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if self.stderr_lines.lock().unwrap().iter().any(|l| l.contains(needle)) {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no log line containing {needle:?}; got {:?}",
+                self.stderr_lines.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then waits (bounded) for a clean exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("server did not exit after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A valid event with the given domain.
+pub fn event(domain: &str) -> Value {
+    serde_json::json!({
+        "deviceId": "ba6a59f4-e692-4724-ba36-c28132c761de",
+        "deviceVersion": "13.7a",
+        "eventTime": "2026-11-22T10:00:00.0Z",
+        "alertTime": "2026-11-22T10:00:01Z",
+        "dstDomain": domain,
+        "dstUrl": format!("http://{domain}/payload"),
+        "protocolVersion": "1.0a",
+        "providerName": "Security Platform"
+    })
+}
