@@ -8,6 +8,7 @@ pub mod enforcement;
 pub mod error;
 pub mod http;
 pub mod management;
+pub mod ratelimit;
 pub mod reputation;
 pub mod router;
 pub mod secrets;

@@ -212,7 +212,12 @@ mod tests {
         assert!(parse_reputation("\n\nnot a domain,1\n")
             .unwrap_err()
             .starts_with("line 3"));
-        assert!(parse_reputation("example,1\n").unwrap_err().starts_with("line 1"), "a bare TLD is no entry");
+        assert!(
+            parse_reputation("example,1\n")
+                .unwrap_err()
+                .starts_with("line 1"),
+            "a bare TLD is no entry"
+        );
         assert!(parse_known_good("x,a.example\n")
             .unwrap_err()
             .starts_with("line 1"));

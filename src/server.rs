@@ -39,6 +39,8 @@ pub struct AppState {
     pub scheme: &'static str,
     pub local_addr: SocketAddr,
     pub limits: Limits,
+    /// `--cloud-limits`.
+    pub rate: crate::ratelimit::RateLimiter,
 }
 
 impl AppState {
@@ -124,6 +126,7 @@ pub async fn run(
         scheme,
         local_addr,
         limits: config.limits.clone(),
+        rate: crate::ratelimit::RateLimiter::new(config.cloud_limits),
     });
 
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;

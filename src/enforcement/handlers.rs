@@ -12,6 +12,7 @@ use crate::router::EnfEndpoint;
 use crate::server::{AppState, RequestCtx};
 use crate::store::domains::{self, PreparedEvent};
 use crate::store::tenants::resolve_customer_key;
+use crate::store::StoreError;
 
 use super::domain::normalize;
 use super::event::{validate_body, EventsError};
@@ -69,12 +70,25 @@ pub fn cloud_id(u: &uuid::Uuid) -> String {
     u.hyphenated().to_string().replacen('-', ",", 3)
 }
 
+/// `--cloud-limits`: one request and its size against the key's budget (after the key is known
+/// to be valid).
+fn admit(state: &AppState, key: &str, bytes: usize) -> Result<(), EnfError> {
+    state
+        .rate
+        .admit(key, bytes)
+        .map_err(EnfError::TooManyRequests)
+}
+
 async fn post_events(
     state: &AppState,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, EnfError> {
     let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
+    if state.rate.enabled() {
+        organization(state, ctx).await?;
+        admit(state, &key, body.len())?;
+    }
     if !is_json_content_type(&ctx.headers) {
         organization(state, ctx).await?;
         return Err(EnfError::UnsupportedMediaType);
@@ -104,20 +118,37 @@ async fn post_events(
     let batch = uuid::Uuid::new_v4();
     let batch_text = batch.hyphenated().to_string();
     let now = crate::timefmt::now();
+    let allowance = state.rate.new_domain_allowance(&key);
+    let k = key.clone();
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
     let stored = state
         .store
         .write(move |conn| {
-            let Some(org) = resolve_customer_key(conn, &key)? else {
-                return Ok(false);
+            let Some(org) = resolve_customer_key(conn, &k)? else {
+                return Ok(None);
             };
-            domains::ingest(conn, org, &batch_text, now, &prepared)?;
-            Ok(true)
+            let added = domains::ingest(conn, org, &batch_text, now, &prepared)?;
+            match allowance {
+                // Over the new-domain budget: undo this request's writes.
+                Some(max) if added > max => {
+                    Err(StoreError::Aborted(format!("{added} new domains")))
+                }
+                _ => Ok(Some(added)),
+            }
         })
-        .await?;
-    if !stored {
-        return Err(EnfError::InvalidCredentials);
-    }
+        .await;
+    let added = match stored {
+        Ok(Some(added)) => added,
+        Ok(None) => return Err(EnfError::InvalidCredentials),
+        Err(StoreError::Aborted(_)) => {
+            let needed = allowance.map_or(1, |a| a + 1);
+            return Err(EnfError::TooManyRequests(
+                state.rate.new_domains_wait(&key, needed),
+            ));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    state.rate.spend_new_domains(&key, added);
     Ok(json(
         StatusCode::ACCEPTED,
         &json!({ "id": cloud_id(&batch) }),
@@ -179,6 +210,7 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
     let Some(listing) = found else {
         return Err(EnfError::InvalidCredentials);
     };
+    admit(state, &key, 0)?;
     let (page, limit) = params?;
     let (entries, more) = listing.unwrap_or_default();
     let link = |p: u64| {
@@ -216,7 +248,8 @@ async fn delete_domain(
     ctx: &RequestCtx,
     target: Target,
 ) -> Result<Response<Body>, EnfError> {
-    let (_key, org) = organization(state, ctx).await?;
+    let (key, org) = organization(state, ctx).await?;
+    admit(state, &key, 0)?;
     const NOT_LISTED: EnfError = EnfError::NotFound("Domain not in domain list");
     let deleted = match target {
         Target::Id(id) => {

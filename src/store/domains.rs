@@ -36,14 +36,15 @@ pub struct DomainEntry {
 }
 
 /// Stores one request's events for `org` and adds the listed domains (or refreshes their
-/// `lastSeenAt`). Runs inside the caller's transaction.
+/// `lastSeenAt`). Runs inside the caller's transaction. Returns how many names were new to the
+/// list.
 pub fn ingest(
     conn: &Connection,
     org: i64,
     batch_uuid: &str,
     now: i64,
     events: &[PreparedEvent],
-) -> Result<()> {
+) -> Result<u64> {
     conn.prepare_cached(
         "INSERT INTO event_batches (organization_id, uuid, received_at) VALUES (?1, ?2, ?3)",
     )?
@@ -85,7 +86,7 @@ pub fn ingest(
             add.execute(params![org, bucket, n])?;
         }
     }
-    Ok(())
+    Ok((seq - start_seq) as u64)
 }
 
 /// Reads page `page` (1-based) of `limit` entries, ordered by id. Returns the entries and whether

@@ -26,6 +26,8 @@ pub enum StoreError {
     Closed,
     /// A blocking task panicked or was cancelled.
     Task(String),
+    /// A job undid its own changes on purpose (its savepoint was rolled back).
+    Aborted(String),
 }
 
 impl std::fmt::Display for StoreError {
@@ -38,6 +40,7 @@ impl std::fmt::Display for StoreError {
             ),
             StoreError::Closed => write!(f, "the database writer has stopped"),
             StoreError::Task(e) => write!(f, "database task failed: {e}"),
+            StoreError::Aborted(why) => write!(f, "write abandoned: {why}"),
         }
     }
 }

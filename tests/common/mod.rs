@@ -54,9 +54,8 @@ pub struct Resp {
 
 impl Resp {
     pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
-            panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body))
-        })
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", String::from_utf8_lossy(&self.body)))
     }
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
@@ -106,16 +105,23 @@ impl Client {
             None => Ok(Box::new(tcp)),
             Some(cfg) => {
                 let name = ServerName::IpAddress(self.addr.ip().into());
-                let tls = tokio::time::timeout(WAIT, TlsConnector::from(cfg.clone()).connect(name, tcp))
-                    .await
-                    .map_err(|_| std::io::Error::other("handshake timed out"))??;
+                let tls =
+                    tokio::time::timeout(WAIT, TlsConnector::from(cfg.clone()).connect(name, tcp))
+                        .await
+                        .map_err(|_| std::io::Error::other("handshake timed out"))??;
                 Ok(Box::new(tls))
             }
         }
     }
 
     /// Sends one request on a new connection and reads the whole response.
-    pub async fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: Option<Vec<u8>>) -> Resp {
+    pub async fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Resp {
         let io = self.connect().await.expect("connect");
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
@@ -145,7 +151,11 @@ impl Client {
             .expect("body")
             .to_bytes()
             .to_vec();
-        Resp { status, headers, body }
+        Resp {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub async fn get(&self, path: &str) -> Resp {
@@ -153,7 +163,13 @@ impl Client {
     }
 
     pub async fn delete(&self, path: &str) -> Resp {
-        self.request("DELETE", path, &[("content-type", "application/json")], None).await
+        self.request(
+            "DELETE",
+            path,
+            &[("content-type", "application/json")],
+            None,
+        )
+        .await
     }
 
     pub async fn post_json(&self, path: &str, body: &Value) -> Resp {
@@ -170,19 +186,29 @@ impl Client {
     pub async fn wait_ready(&self) {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            if let Ok(Ok(mut io)) = tokio::time::timeout(Duration::from_secs(2), self.connect()).await {
+            if let Ok(Ok(mut io)) =
+                tokio::time::timeout(Duration::from_secs(2), self.connect()).await
+            {
                 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-                let req = format!("GET /ready-probe HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n", self.addr);
+                let req = format!(
+                    "GET /ready-probe HTTP/1.1\r\nhost: {}\r\nconnection: close\r\n\r\n",
+                    self.addr
+                );
                 if io.write_all(req.as_bytes()).await.is_ok() {
                     let mut buf = [0u8; 12];
-                    if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_secs(2), io.read(&mut buf)).await {
+                    if let Ok(Ok(n)) =
+                        tokio::time::timeout(Duration::from_secs(2), io.read(&mut buf)).await
+                    {
                         if n > 0 {
                             return;
                         }
                     }
                 }
             }
-            assert!(tokio::time::Instant::now() < deadline, "server not ready within {WAIT:?}");
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "server not ready within {WAIT:?}"
+            );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
@@ -233,13 +259,22 @@ impl TestServer {
         if let Some(cert) = &cert {
             let deadline = std::time::Instant::now() + WAIT;
             while !cert.exists() {
-                assert!(std::time::Instant::now() < deadline, "no certificate at {}", cert.display());
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no certificate at {}",
+                    cert.display()
+                );
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         }
         let client = Client::new(addr, cert.as_deref());
         client.wait_ready().await;
-        TestServer { client, dir, stop: Some(tx), task: Some(task) }
+        TestServer {
+            client,
+            dir,
+            stop: Some(tx),
+            task: Some(task),
+        }
     }
 
     /// Stops the server gracefully and returns its data directory.
@@ -268,9 +303,18 @@ impl TestServer {
     /// Creates a stand-alone organization; returns its id and customer key.
     pub fn create_org(&self, name: &str) -> (i64, String) {
         let c = self.db();
-        let f = parasol::store::tenants::OrgFields { name: name.into(), seats: 1, ..Default::default() };
-        let o = parasol::store::tenants::create_organization(&c, parasol::store::tenants::Parent::None, &f, parasol::timefmt::now())
-            .unwrap();
+        let f = parasol::store::tenants::OrgFields {
+            name: name.into(),
+            seats: 1,
+            ..Default::default()
+        };
+        let o = parasol::store::tenants::create_organization(
+            &c,
+            parasol::store::tenants::Parent::None,
+            &f,
+            parasol::timefmt::now(),
+        )
+        .unwrap();
         (o.id, o.customer_key)
     }
 }
@@ -319,7 +363,10 @@ impl ChildServer {
         let (tx, rx) = std::sync::mpsc::channel::<String>();
         let sink = lines.clone();
         std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
                 if let Some(url) = line.split("ready: serving ").nth(1) {
                     let _ = tx.send(url.trim().to_string());
                 }
@@ -337,7 +384,12 @@ impl ChildServer {
         let addr: SocketAddr = hostport.parse().unwrap();
         let cert = dir.join("tls/cert.pem");
         let client = Client::new(addr, url.starts_with("https").then_some(cert.as_path()));
-        ChildServer { child, client, url, stderr_lines: lines }
+        ChildServer {
+            child,
+            client,
+            url,
+            stderr_lines: lines,
+        }
     }
 
     pub fn signal(&self, sig: &str) {
@@ -354,7 +406,13 @@ impl ChildServer {
     pub fn wait_for_log(&self, needle: &str) {
         let deadline = std::time::Instant::now() + WAIT;
         loop {
-            if self.stderr_lines.lock().unwrap().iter().any(|l| l.contains(needle)) {
+            if self
+                .stderr_lines
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.contains(needle))
+            {
                 return;
             }
             assert!(
@@ -404,4 +462,22 @@ pub fn event(domain: &str) -> Value {
         "protocolVersion": "1.0a",
         "providerName": "Security Platform"
     })
+}
+
+/// Creates an organization through the real command line; returns its customer key.
+pub fn cli_create_org(dir: &Path, name: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["org", "create", "--name", name, "--data-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["customerKey"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }

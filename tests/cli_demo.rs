@@ -1,0 +1,248 @@
+//! The operators' command line (JSON output) and the `--demo` world.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn parasol(dir: &Path, args: &[&str]) -> (bool, Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stdout: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.success(),
+        stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn version_and_help() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("parasol {}", env!("CARGO_PKG_VERSION"))
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--data-dir",
+        "--listen",
+        "--tls-cert",
+        "--tls-key",
+        "--plain-http",
+        "--public-url",
+        "--reputation",
+        "--known-good",
+        "--demo",
+        "--log-level",
+    ] {
+        assert!(help.contains(flag), "serve --help lacks {flag}: {help}");
+    }
+}
+
+#[tokio::test]
+async fn provisioning_commands_print_json_and_keys_work() {
+    let dir = TempDir::new();
+    let (ok, sp, _) = parasol(
+        dir.path(),
+        &["provider", "create", "--name", "Lab SP", "--seats", "50"],
+    );
+    assert!(ok);
+    assert_eq!(sp["name"], "Lab SP");
+    assert_eq!(sp["seatsTotal"], 50);
+    let sp_id = sp["id"].as_i64().unwrap().to_string();
+    let (ok, msp, _) = parasol(dir.path(), &["msp", "create", "--name", "Lab MSP"]);
+    assert!(ok);
+    let msp_id = msp["id"].as_i64().unwrap().to_string();
+    let (ok, org, _) = parasol(
+        dir.path(),
+        &["org", "create", "--name", "Acme", "--provider", &sp_id],
+    );
+    assert!(ok);
+    let org_id = org["id"].as_i64().unwrap().to_string();
+    let key1 = org["customerKey"].as_str().unwrap().to_string();
+    assert_eq!(uuid::Uuid::parse_str(&key1).unwrap().get_version_num(), 4);
+    let (ok, org2, _) = parasol(
+        dir.path(),
+        &["org", "create", "--name", "Globex", "--msp", &msp_id],
+    );
+    assert!(ok && org2["id"].as_i64().is_some());
+
+    // Refusals are JSON on stderr with a non-zero status.
+    let (ok, _, err) = parasol(
+        dir.path(),
+        &["org", "create", "--name", "X", "--provider", "999"],
+    );
+    assert!(!ok);
+    assert!(
+        serde_json::from_str::<Value>(err.trim()).unwrap()["error"].is_string(),
+        "{err}"
+    );
+
+    let (ok, extra, _) = parasol(dir.path(), &["key", "create", "--org", &org_id]);
+    assert!(ok);
+    let key2 = extra["customerKey"].as_str().unwrap().to_string();
+    let (_, listed, _) = parasol(dir.path(), &["key", "list", "--org", &org_id]);
+    assert_eq!(listed.as_array().unwrap().len(), 2);
+
+    let s = TestServer::start_in(dir, |_| {}).await;
+    let post = |k: String| {
+        let c = s.client.clone();
+        async move {
+            c.post_json(
+                &format!("/1.0/events?customerKey={k}"),
+                &event("cli.example"),
+            )
+            .await
+            .status
+        }
+    };
+    assert_eq!(post(key1.clone()).await, 202);
+    assert_eq!(post(key2.clone()).await, 202);
+
+    // Revoke one key while the server runs: 403 at once, the other still works.
+    let (ok, _, _) = parasol(s.dir.path(), &["key", "revoke", "--key", &key2]);
+    assert!(ok);
+    assert_eq!(post(key2.clone()).await, 403);
+    assert_eq!(post(key1.clone()).await, 202);
+    // Rotate: every live key revoked, a new one issued.
+    let (ok, rotated, _) = parasol(s.dir.path(), &["key", "rotate", "--org", &org_id]);
+    assert!(ok);
+    assert_eq!(rotated["revoked"], json!([key1.clone()]));
+    let key3 = rotated["customerKey"].as_str().unwrap().to_string();
+    assert_eq!(post(key1).await, 403);
+    assert_eq!(post(key3.clone()).await, 202);
+
+    // Management credentials: create, list (no secrets), revoke.
+    let (ok, cred, _) = parasol(
+        s.dir.path(),
+        &["credential", "create", "--org", &org_id, "--label", "ci"],
+    );
+    assert!(ok);
+    assert_eq!(
+        cred["scope"],
+        json!({"kind": "organization", "id": org_id.parse::<i64>().unwrap()})
+    );
+    let api_key = cred["apiKey"].as_str().unwrap().to_string();
+    let (_, creds, _) = parasol(s.dir.path(), &["credential", "list"]);
+    let text = creds.to_string();
+    assert!(text.contains(&api_key) && !text.contains(cred["apiSecret"].as_str().unwrap()));
+    let (ok, _, _) = parasol(s.dir.path(), &["credential", "revoke", "--key", &api_key]);
+    assert!(ok);
+    let (ok, _, _) = parasol(s.dir.path(), &["credential", "create", "--msp", "999"]);
+    assert!(!ok, "a credential for a missing scope is refused");
+
+    // Deleting the organization removes its data and its keys stop working.
+    let (ok, _, _) = parasol(s.dir.path(), &["org", "delete", "--id", &org_id]);
+    assert!(ok);
+    assert_eq!(post(key3).await, 403);
+    let left: i64 = s
+        .db()
+        .query_row("SELECT count(*) FROM domains", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+#[tokio::test]
+async fn demo_world_and_credentials_file() {
+    let s = TestServer::start_with(|c| c.demo = true).await;
+    let path = s.dir.path().join("demo-credentials.json");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let keys: Vec<&String> = doc.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["baseUrl", "serviceProvider", "msp", "organizations"]);
+    assert_eq!(doc["baseUrl"], format!("https://{}", s.addr));
+    for who in ["serviceProvider", "msp"] {
+        let o = doc[who].as_object().unwrap();
+        assert_eq!(
+            o.keys().collect::<Vec<_>>(),
+            ["id", "apiKey", "apiSecret"],
+            "{who}"
+        );
+    }
+    let orgs = doc["organizations"].as_array().unwrap();
+    assert_eq!(orgs.len(), 2);
+    let db = s.db();
+    for (i, o) in orgs.iter().enumerate() {
+        assert_eq!(
+            o.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["id", "name", "customerKey", "apiKey", "apiSecret"]
+        );
+        let key = o["customerKey"].as_str().unwrap();
+        let r = s
+            .post_json(
+                &format!("/1.0/events?customerKey={key}"),
+                &event("demo.example"),
+            )
+            .await;
+        assert_eq!(r.status, 202);
+        // The first organization is a customer of the service provider, the second of the MSP.
+        let (sp, msp): (Option<i64>, Option<i64>) = db
+            .query_row(
+                "SELECT service_provider_id, msp_id FROM organizations WHERE id = ?1",
+                [o["id"].as_i64().unwrap()],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        if i == 0 {
+            assert_eq!(sp, doc["serviceProvider"]["id"].as_i64());
+            assert_eq!(msp, None);
+        } else {
+            assert_eq!(msp, doc["msp"]["id"].as_i64());
+            assert_eq!(sp, None);
+        }
+        // Each organization has a default and a second site.
+        let sites: i64 = db
+            .query_row(
+                "SELECT count(*) FROM sites WHERE organization_id = ?1",
+                [o["id"].as_i64().unwrap()],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(sites >= 2);
+    }
+    // Secrets are stored only as argon2 hashes.
+    let hashes: Vec<String> = db
+        .prepare("SELECT secret_hash FROM api_credentials")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(hashes.len(), 4);
+    assert!(hashes.iter().all(|h| h.starts_with("$argon2id$")));
+    let secret = orgs[0]["apiSecret"].as_str().unwrap();
+    assert!(!hashes.iter().any(|h| h.contains(secret)));
+
+    // A restart with --demo keeps the world and prints the same credentials.
+    let dir = s.stop().await;
+    let s = TestServer::start_in(dir, |c| c.demo = true).await;
+    let again: Value = serde_json::from_str(
+        &std::fs::read_to_string(s.dir.path().join("demo-credentials.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(again["organizations"], doc["organizations"]);
+    let count: i64 = s
+        .db()
+        .query_row("SELECT count(*) FROM organizations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(count, 2);
+}

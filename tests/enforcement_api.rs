@@ -1,0 +1,938 @@
+//! Every rule of the enforcement interface (spec + decisions.md), over HTTPS against the real
+//! server.
+
+mod common;
+
+use common::*;
+use serde_json::{json, Value};
+
+fn events_path(key: &str) -> String {
+    format!("/1.0/events?customerKey={key}")
+}
+
+fn domains_path(key: &str) -> String {
+    format!("/1.0/domains?customerKey={key}")
+}
+
+async fn listed(s: &TestServer, key: &str) -> Vec<String> {
+    let r = s.get(&format!("{}&limit=200", domains_path(key))).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn event_count(s: &TestServer, org: i64) -> i64 {
+    parasol::store::domains::event_count(&s.db(), org).unwrap()
+}
+
+fn assert_enf_error(r: &Resp, status: u16, code: &str) {
+    assert_eq!(r.status, status, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let b = r.json();
+    assert_eq!(b["code"], code, "{b}");
+    assert_eq!(b["statusCode"], status, "{b}");
+    assert!(b["message"].is_string(), "{b}");
+}
+
+#[tokio::test]
+async fn single_event_is_accepted_with_the_cloud_id_form() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let r = s
+        .post_json(&events_path(&key), &event("Internetbadguys.com"))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    // 8,4,4,4-12 hex: a UUID whose first three hyphens are commas.
+    let parts: Vec<&str> = id.split(',').collect();
+    assert_eq!(parts.len(), 4, "{id}");
+    assert_eq!(
+        parts.iter().map(|p| p.len()).collect::<Vec<_>>()[..3],
+        [8, 4, 4]
+    );
+    let last: Vec<&str> = parts[3].split('-').collect();
+    assert_eq!(
+        (last.len(), last[0].len(), last[1].len()),
+        (2, 4, 12),
+        "{id}"
+    );
+    assert!(uuid::Uuid::parse_str(&id.replacen(',', "-", 3)).is_ok());
+    assert_eq!(listed(&s, &key).await, ["internetbadguys.com"]);
+    assert_eq!(event_count(&s, org), 1);
+}
+
+#[tokio::test]
+async fn arrays_trailing_slash_and_one_id_per_request() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let body = json!([
+        event("one.example"),
+        event("two.example"),
+        event("three.example")
+    ]);
+    let r = s
+        .post_json(&format!("/1.0/events/?customerKey={key}"), &body)
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    assert!(r.json()["id"].is_string());
+    assert_eq!(r.json().as_object().unwrap().len(), 1);
+    assert_eq!(
+        listed(&s, &key).await,
+        ["one.example", "two.example", "three.example"]
+    );
+    assert_eq!(event_count(&s, org), 3);
+}
+
+#[tokio::test]
+async fn alternative_spellings_and_unknown_fields() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let mut e = event("alt.example");
+    let o = e.as_object_mut().unwrap();
+    let device = o.remove("deviceId").unwrap();
+    let url = o.remove("dstUrl").unwrap();
+    o.insert("deviceID".into(), device);
+    o.insert("dstURL".into(), url);
+    o.insert("dstIP".into(), json!("192.0.2.10"));
+    o.insert(
+        "externalURL".into(),
+        json!("https://intel.example/report/1"),
+    );
+    o.insert("vendorSpecific".into(), json!({"score": 97}));
+    let r = s.post_json(&events_path(&key), &e).await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    // Unknown fields are stored with the event.
+    let body: String = s
+        .db()
+        .query_row(
+            "SELECT body FROM events JOIN event_batches b ON b.id = batch_id WHERE b.organization_id = ?1",
+            [org],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        body.contains("vendorSpecific") && body.contains("deviceID"),
+        "{body}"
+    );
+
+    // Both spellings with different values: 400 naming the spelling sent.
+    e["deviceId"] = json!("another-device");
+    let r = s.post_json(&events_path(&key), &e).await;
+    assert_enf_error(&r, 400, "BadRequestError");
+    assert_eq!(
+        r.json()["errors"],
+        json!({"deviceID": "conflicts with deviceId"})
+    );
+}
+
+#[tokio::test]
+async fn required_fields_types_and_fixed_values() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let required = [
+        "deviceId",
+        "deviceVersion",
+        "eventTime",
+        "alertTime",
+        "dstDomain",
+        "dstUrl",
+        "protocolVersion",
+        "providerName",
+    ];
+    for field in required {
+        let mut e = event("x.example");
+        e.as_object_mut().unwrap().remove(field);
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_enf_error(&r, 400, "BadRequestError");
+        let b = r.json();
+        assert_eq!(
+            b["message"],
+            "There were one or more missing or required fields"
+        );
+        assert_eq!(b["errors"], json!({ field: "is required" }), "{field}");
+        // Key order of the error body: code, message, errors, statusCode.
+        let keys: Vec<&String> = b.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["code", "message", "errors", "statusCode"]);
+        e[field] = Value::Null;
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_eq!(
+            r.json()["errors"],
+            json!({ field: "is required" }),
+            "{field} null"
+        );
+    }
+    let cases = [
+        ("deviceVersion", json!(7), "must be a string"),
+        ("protocolVersion", json!("1.0"), "must be 1.0a"),
+        (
+            "providerName",
+            json!("Some Vendor"),
+            "must be Security Platform",
+        ),
+        ("dstIp", json!("300.1.1.1"), "is invalid"),
+        ("dstIp", json!("2001:db8::1"), "is invalid"),
+        ("disableDstSafeguards", json!("yes"), "must be a boolean"),
+        ("eventSeverity", json!(5), "must be a string"),
+        ("dstUrl", json!(""), "is invalid"),
+    ];
+    for (field, value, msg) in cases {
+        let mut e = event("x.example");
+        e[field] = value;
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_enf_error(&r, 400, "BadRequestError");
+        assert_eq!(r.json()["errors"], json!({ field: msg }), "{field}");
+    }
+    // null for an optional field means absent.
+    let mut e = event("nulls.example");
+    e["dstIp"] = Value::Null;
+    e["eventSeverity"] = Value::Null;
+    e["disableDstSafeguards"] = Value::Null;
+    assert_eq!(s.post_json(&events_path(&key), &e).await.status, 202);
+    assert_eq!(event_count(&s, org), 1, "only the last event was stored");
+}
+
+#[tokio::test]
+async fn timestamps() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    for ok in [
+        "2026-11-22T10:00:00Z",
+        "2026-11-22T10:00:00.0Z",
+        "2026-11-22T10:00:00.123Z",
+        "2026-11-22T12:00:00+02:00",
+    ] {
+        let mut e = event("t.example");
+        e["eventTime"] = json!(ok);
+        e["alertTime"] = json!(ok);
+        assert_eq!(
+            s.post_json(&events_path(&key), &e).await.status,
+            202,
+            "{ok}"
+        );
+    }
+    for bad in [
+        "2026-11-22",
+        "2026-11-22 10:00:00Z",
+        "2026-11-22T10:00:00",
+        "2026-13-01T00:00:00Z",
+        "1732269600",
+        "2026-11-22T10:00:00+0200",
+    ] {
+        let mut e = event("t.example");
+        e["alertTime"] = json!(bad);
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_eq!(
+            r.json()["errors"],
+            json!({"alertTime": "is invalid"}),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn domain_validation_and_normalisation() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    for (sent, stored) in [
+        ("WWW.Example.COM.", "www.example.com"),
+        ("bücher.test", "xn--bcher-kva.test"),
+        ("b%C3%BCcher.example", "xn--bcher-kva.example"),
+    ] {
+        let r = s.post_json(&events_path(&key), &event(sent)).await;
+        assert_eq!(r.status, 202, "{sent}: {}", r.text());
+        assert!(
+            listed(&s, &key).await.contains(&stored.to_string()),
+            "{sent} -> {stored}"
+        );
+    }
+    for bad in [
+        "http://evil.example",
+        "evil.example/path",
+        "192.0.2.1",
+        "localhost",
+        "exa mple.com",
+        "-x.example",
+        "x..example",
+        "example.123",
+    ] {
+        let r = s.post_json(&events_path(&key), &event(bad)).await;
+        assert_enf_error(&r, 400, "BadRequestError");
+        assert_eq!(
+            r.json()["errors"],
+            json!({"dstDomain": "is invalid"}),
+            "{bad}"
+        );
+    }
+    // More than 255 characters as sent.
+    let long = format!("{}example", "a.".repeat(125));
+    assert_eq!(long.len(), 257);
+    let r = s.post_json(&events_path(&key), &event(&long)).await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        r.json()["errors"],
+        json!({"dstDomain": "must be at most 255 characters"})
+    );
+    // 255 characters as sent, but the name is longer than DNS allows (253).
+    let n255 = format!("{}aaaa.ex", "a.".repeat(124));
+    assert_eq!(n255.len(), 255);
+    assert_eq!(
+        s.post_json(&events_path(&key), &event(&n255)).await.json()["errors"],
+        json!({"dstDomain": "is invalid"})
+    );
+    let n253 = format!("{}aa.ex", "a.".repeat(124));
+    assert_eq!(
+        s.post_json(&events_path(&key), &event(&n253)).await.status,
+        202
+    );
+}
+
+#[tokio::test]
+async fn batches_are_all_or_nothing_with_per_element_errors() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let mut bad = event("bad one");
+    bad.as_object_mut().unwrap().remove("deviceVersion");
+    let body = json!([
+        event("ok1.example"),
+        event("ok2.example"),
+        event("ok3.example"),
+        bad,
+        "not an object"
+    ]);
+    let r = s.post_json(&events_path(&key), &body).await;
+    assert_enf_error(&r, 400, "BadRequestError");
+    assert_eq!(
+        r.json()["errors"],
+        json!({"[3].deviceVersion": "is required", "[3].dstDomain": "is invalid", "[4]": "must be an object"})
+    );
+    assert!(
+        listed(&s, &key).await.is_empty(),
+        "nothing stored from a refused batch"
+    );
+    assert_eq!(event_count(&s, org), 0);
+}
+
+#[tokio::test]
+async fn malformed_bodies() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    let ct = [("content-type", "application/json")];
+    for (body, msg) in [
+        (&b"[]"[..], Some("no events")),
+        (b"{\"deviceId\": ", None),
+        (b"\"a string\"", None),
+        (b"42", None),
+        (b"", None),
+    ] {
+        let r = s
+            .request("POST", &events_path(&key), &ct, Some(body.to_vec()))
+            .await;
+        assert_enf_error(&r, 400, "BadRequestError");
+        if let Some(m) = msg {
+            assert_eq!(r.json()["message"], m);
+        }
+    }
+}
+
+#[tokio::test]
+async fn content_type_is_required_after_credentials() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    let body = Some(serde_json::to_vec(&event("ct.example")).unwrap());
+    let r = s
+        .request("POST", &events_path(&key), &[], body.clone())
+        .await;
+    assert_enf_error(&r, 415, "UnsupportedMediaType");
+    let r = s
+        .request(
+            "POST",
+            &events_path(&key),
+            &[("content-type", "text/plain")],
+            body.clone(),
+        )
+        .await;
+    assert_enf_error(&r, 415, "UnsupportedMediaType");
+    let r = s
+        .request(
+            "POST",
+            &events_path(&key),
+            &[("content-type", "application/json; charset=utf-8")],
+            body.clone(),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    // Credentials are checked before the content type, and before the body.
+    let bad = "/1.0/events?customerKey=2b3c8f2e-8c1d-4f7e-9a0b-1c2d3e4f5a6b";
+    assert_enf_error(
+        &s.request("POST", bad, &[("content-type", "text/plain")], body)
+            .await,
+        403,
+        "InvalidCredentials",
+    );
+    assert_enf_error(
+        &s.request(
+            "POST",
+            bad,
+            &[("content-type", "application/json")],
+            Some(b"{oops".to_vec()),
+        )
+        .await,
+        403,
+        "InvalidCredentials",
+    );
+    // GET and DELETE ignore Content-Type.
+    assert_eq!(
+        s.request(
+            "GET",
+            &domains_path(&key),
+            &[("content-type", "text/plain")],
+            None
+        )
+        .await
+        .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn customer_keys_missing_malformed_unknown_revoked() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    let (_, other) = s.create_org("b");
+    let revoke = |k: &str| {
+        assert!(parasol::store::tenants::revoke_customer_key(&s.db(), k, 1).unwrap());
+    };
+    revoke(&other);
+    let candidates = [
+        "/1.0/domains".to_string(),
+        "/1.0/domains?customerKey=".to_string(),
+        "/1.0/domains?customerKey=not-a-uuid".to_string(),
+        format!("/1.0/domains?customerKey={}", key.replace('-', "")),
+        "/1.0/domains?customerKey=2b3c8f2e-8c1d-4f7e-9a0b-1c2d3e4f5a6b".to_string(),
+        domains_path(&other),
+    ];
+    let mut messages = std::collections::HashSet::new();
+    for p in &candidates {
+        let r = s.get(p).await;
+        assert_enf_error(&r, 403, "InvalidCredentials");
+        messages.insert(r.json()["message"].as_str().unwrap().to_string());
+        let r = s
+            .post_json(
+                &p.replace("/1.0/domains", "/1.0/events"),
+                &event("k.example"),
+            )
+            .await;
+        assert_enf_error(&r, 403, "InvalidCredentials");
+        let r = s.delete(&p.replace("/1.0/domains", "/1.0/domains/1")).await;
+        assert_enf_error(&r, 403, "InvalidCredentials");
+    }
+    assert_eq!(
+        messages.len(),
+        1,
+        "the message never tells which: {messages:?}"
+    );
+    // Upper-case keys are the same key.
+    assert_eq!(s.get(&domains_path(&key.to_uppercase())).await.status, 200);
+    // A key revoked while in use stops working at once.
+    revoke(&key);
+    assert_eq!(
+        s.post_json(&events_path(&key), &event("k.example"))
+            .await
+            .status,
+        403
+    );
+}
+
+#[tokio::test]
+async fn acceptance_checks_follow_the_reputation_files() {
+    let files = TempDir::new();
+    let rep = files.path().join("reputation.csv");
+    let good = files.path().join("top.csv");
+    std::fs::write(
+        &rep,
+        "# domain,score\nmalware.example,-1\nunknown.example,0\nsafe.example,1\nbad.safe.example,-1\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &good,
+        "1,popular.example\n2,cdn.example # comment\nplain-listed.example\n",
+    )
+    .unwrap();
+    let (r2, g2) = (rep.clone(), good.clone());
+    let s = TestServer::start_with(move |c| {
+        c.reputation = Some(r2);
+        c.known_good = Some(g2);
+    })
+    .await;
+    let (org, key) = s.create_org("a");
+    let send = |d: &str, bypass: bool| {
+        let mut e = event(d);
+        if bypass {
+            e["disableDstSafeguards"] = json!(true);
+        }
+        e
+    };
+    let cases = [
+        ("malware.example", false, true),
+        ("unknown.example", false, true),
+        ("never-seen.example", false, true),
+        ("safe.example", false, false),
+        ("www.safe.example", false, false),
+        ("x.bad.safe.example", false, true),
+        ("popular.example", false, false),
+        ("img.cdn.example", false, false),
+        ("plain-listed.example", false, false),
+        ("popular.example", true, true),
+        ("www.safe.example", true, true),
+    ];
+    for (domain, bypass, expect_listed) in cases {
+        let r = s.post_json(&events_path(&key), &send(domain, bypass)).await;
+        assert_eq!(r.status, 202, "a rejected domain still gets 202: {domain}");
+        let on_list = listed(&s, &key).await.contains(&domain.to_string());
+        assert_eq!(on_list, expect_listed, "{domain} bypass={bypass}");
+    }
+    assert_eq!(
+        event_count(&s, org),
+        cases.len() as i64,
+        "every event is stored, listed or not"
+    );
+}
+
+#[tokio::test]
+async fn one_entry_per_name_keeps_its_id() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    s.post_json(&events_path(&key), &event("repeat.example"))
+        .await;
+    let first = s.get(&domains_path(&key)).await.json()["data"][0].clone();
+    s.db()
+        .execute(
+            "UPDATE domains SET last_seen_at = 1000 WHERE name = 'repeat.example'",
+            [],
+        )
+        .unwrap();
+    s.post_json(
+        &events_path(&key),
+        &json!([event("REPEAT.example"), event("repeat.example.")]),
+    )
+    .await;
+    let data = s.get(&domains_path(&key)).await.json()["data"].clone();
+    assert_eq!(data.as_array().unwrap().len(), 1);
+    assert_eq!(data[0]["id"], first["id"]);
+    assert!(
+        data[0]["lastSeenAt"].as_i64().unwrap() > 1000,
+        "lastSeenAt refreshed"
+    );
+    assert!(data[0]["lastSeenAt"].as_i64().unwrap() >= first["lastSeenAt"].as_i64().unwrap());
+}
+
+#[tokio::test]
+async fn paging_meta_links_and_limits() {
+    let s = TestServer::start_with(|_| {}).await;
+    let (org, key) = s.create_org("a");
+    let batch: Vec<Value> = (0..450)
+        .map(|i| event(&format!("d{i:03}.example")))
+        .collect();
+    assert_eq!(
+        s.post_json(&events_path(&key), &Value::Array(batch))
+            .await
+            .status,
+        202
+    );
+
+    // Default page: 200 entries, meta first, no total count member.
+    let r = s.get(&domains_path(&key)).await;
+    assert_eq!(r.status, 200);
+    assert!(
+        r.text().starts_with("{\"meta\":"),
+        "meta comes first: {}",
+        &r.text()[..40]
+    );
+    let b = r.json();
+    assert_eq!(
+        b["meta"].as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["page", "limit", "prev", "next"]
+    );
+    assert_eq!(b["meta"]["page"], 1);
+    assert_eq!(b["meta"]["limit"], 200);
+    assert_eq!(b["meta"]["prev"], false);
+    let next = b["meta"]["next"].as_str().unwrap();
+    assert_eq!(
+        next,
+        format!(
+            "https://{}/1.0/domains?customerKey={key}&page=2&limit=200",
+            s.addr
+        )
+    );
+    let entry = &b["data"][0];
+    assert_eq!(
+        entry.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["id", "name", "lastSeenAt"]
+    );
+    assert!(entry["lastSeenAt"].is_i64());
+
+    // Following next visits every entry once, in id order.
+    let mut ids = Vec::new();
+    let mut url = format!("{}&limit=7", domains_path(&key));
+    let mut pages = 0;
+    loop {
+        let b = s.get(&url).await.json();
+        pages += 1;
+        ids.extend(
+            b["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["id"].as_i64().unwrap()),
+        );
+        match b["meta"]["next"].as_str() {
+            Some(n) => url = n.split(&s.addr.to_string()).nth(1).unwrap().to_string(),
+            None => break,
+        }
+        if pages > 1 {
+            assert!(b["meta"]["prev"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("page={}", pages - 1)));
+        }
+    }
+    assert_eq!(pages, 65);
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ids, sorted);
+    assert_eq!(ids.len(), 450);
+
+    // Deleting entries keeps page arithmetic right (positions are recomputed, not offsets).
+    for id in ids.iter().step_by(3) {
+        assert_eq!(
+            s.delete(&format!("/1.0/domains/{id}?customerKey={key}"))
+                .await
+                .status,
+            204
+        );
+    }
+    let third = s
+        .get(&format!("{}&page=3&limit=100", domains_path(&key)))
+        .await
+        .json();
+    let remaining: Vec<i64> = ids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 3 != 0)
+        .map(|(_, id)| *id)
+        .collect();
+    let got: Vec<i64> = third["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(got, remaining[200..300]);
+    assert_eq!(third["meta"]["next"], false);
+
+    // A page past the end: 200, empty, next false.
+    let past = s
+        .get(&format!("{}&page=99&limit=200", domains_path(&key)))
+        .await;
+    assert_eq!(past.status, 200);
+    assert_eq!(past.json()["data"], json!([]));
+    assert_eq!(past.json()["meta"]["next"], false);
+    assert!(past.json()["meta"]["prev"]
+        .as_str()
+        .unwrap()
+        .contains("page=98"));
+
+    for (q, msg) in [
+        (
+            "limit=201",
+            "Limit must be a number less than or equal to 200",
+        ),
+        (
+            "limit=0",
+            "Limit must be a number greater than or equal to 1",
+        ),
+        (
+            "limit=-3",
+            "Limit must be a number greater than or equal to 1",
+        ),
+        ("limit=ten", "Limit must be a number"),
+        ("limit=1.5", "Limit must be a number"),
+        ("page=0", "Page must be a number greater than or equal to 1"),
+        ("page=x", "Page must be a number"),
+    ] {
+        let r = s.get(&format!("{}&{q}", domains_path(&key))).await;
+        assert_enf_error(&r, 400, "BadRequestError");
+        assert_eq!(r.json()["message"], msg, "{q}");
+    }
+    assert_eq!(
+        s.get(&format!("{}&limit=200", domains_path(&key)))
+            .await
+            .status,
+        200
+    );
+    let _ = org;
+}
+
+#[tokio::test]
+async fn links_use_public_url_when_set() {
+    let s =
+        TestServer::start_with(|c| c.public_url = Some("https://parasol.lab.example:9443/".into()))
+            .await;
+    let (_, key) = s.create_org("a");
+    let batch: Vec<Value> = (0..3).map(|i| event(&format!("p{i}.example"))).collect();
+    s.post_json(&events_path(&key), &Value::Array(batch)).await;
+    let b = s
+        .get(&format!("{}&page=2&limit=1", domains_path(&key)))
+        .await
+        .json();
+    assert_eq!(
+        b["meta"]["next"],
+        format!("https://parasol.lab.example:9443/1.0/domains?customerKey={key}&page=3&limit=1")
+    );
+    assert_eq!(
+        b["meta"]["prev"],
+        format!("https://parasol.lab.example:9443/1.0/domains?customerKey={key}&page=1&limit=1")
+    );
+}
+
+#[tokio::test]
+async fn deletes_by_id_by_path_name_and_by_where_name() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    let names = [
+        "byid.example",
+        "bypath.example",
+        "www.bywhere.example",
+        "encoded.example",
+        "xn--bcher-kva.test",
+    ];
+    let batch: Vec<Value> = names.iter().map(|n| event(n)).collect();
+    s.post_json(&events_path(&key), &Value::Array(batch)).await;
+    let id = s.get(&domains_path(&key)).await.json()["data"][0]["id"]
+        .as_i64()
+        .unwrap();
+
+    let r = s
+        .delete(&format!("/1.0/domains/{id}?customerKey={key}"))
+        .await;
+    assert_eq!(r.status, 204);
+    assert!(r.body.is_empty());
+    let again = s
+        .delete(&format!("/1.0/domains/{id}?customerKey={key}"))
+        .await;
+    assert_eq!(again.status, 404);
+    assert_eq!(
+        again.json(),
+        json!({"code": "NotFoundError", "message": "Domain not in domain list", "statusCode": 404})
+    );
+
+    assert_eq!(
+        s.delete(&format!("/1.0/domains/BYPATH.example?customerKey={key}"))
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        s.delete(&format!(
+            "/1.0/domains?customerKey={key}&where[name]=www.bywhere.example"
+        ))
+        .await
+        .status,
+        204
+    );
+    assert_eq!(
+        s.delete(&format!(
+            "/1.0/domains?customerKey={key}&where%5Bname%5D=encoded.example"
+        ))
+        .await
+        .status,
+        204
+    );
+    // A percent-encoded IDN is decoded, then normalised like dstDomain.
+    assert_eq!(
+        s.delete(&format!(
+            "/1.0/domains?customerKey={key}&where%5Bname%5D=b%C3%BCcher.test"
+        ))
+        .await
+        .status,
+        204
+    );
+    assert!(listed(&s, &key).await.is_empty());
+
+    let missing = s.delete(&format!("/1.0/domains?customerKey={key}")).await;
+    assert_enf_error(&missing, 400, "BadRequestError");
+    for p in [
+        format!("/1.0/domains?customerKey={key}&where[name]=not%20a%20domain"),
+        format!("/1.0/domains?customerKey={key}&where[name]=never.example"),
+        format!("/1.0/domains/never.example?customerKey={key}"),
+        format!("/1.0/domains/999999999999999999999?customerKey={key}"),
+    ] {
+        let r = s.delete(&p).await;
+        assert_enf_error(&r, 404, "NotFoundError");
+        assert_eq!(r.json()["message"], "Domain not in domain list");
+    }
+}
+
+#[tokio::test]
+async fn tenants_never_see_or_delete_each_others_entries() {
+    let s = TestServer::start().await;
+    let (_, a) = s.create_org("a");
+    let (_, b) = s.create_org("b");
+    s.post_json(&events_path(&a), &event("only-a.example"))
+        .await;
+    s.post_json(&events_path(&b), &event("only-b.example"))
+        .await;
+    let a_id = s.get(&domains_path(&a)).await.json()["data"][0]["id"]
+        .as_i64()
+        .unwrap();
+    assert_eq!(listed(&s, &a).await, ["only-a.example"]);
+    assert_eq!(listed(&s, &b).await, ["only-b.example"]);
+    assert_eq!(
+        s.delete(&format!("/1.0/domains/{a_id}?customerKey={b}"))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        s.delete(&format!("/1.0/domains/only-a.example?customerKey={b}"))
+            .await
+            .status,
+        404
+    );
+    assert_eq!(
+        s.delete(&format!(
+            "/1.0/domains?customerKey={b}&where[name]=only-a.example"
+        ))
+        .await
+        .status,
+        404
+    );
+    assert_eq!(listed(&s, &a).await, ["only-a.example"], "still there");
+    // The same name in both lists is two entries.
+    s.post_json(&events_path(&b), &event("only-a.example"))
+        .await;
+    assert_eq!(
+        s.delete(&format!("/1.0/domains/only-a.example?customerKey={b}"))
+            .await
+            .status,
+        204
+    );
+    assert_eq!(listed(&s, &a).await, ["only-a.example"]);
+}
+
+#[tokio::test]
+async fn unknown_routes_and_wrong_methods() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    for p in [
+        "/",
+        "/1.0/nothing",
+        "/2.0/events",
+        "/favicon.ico",
+        "/1.0/domains/1/x",
+    ] {
+        let r = s.get(p).await;
+        assert_enf_error(&r, 404, "NotFoundError");
+    }
+    for (m, p, allow) in [
+        ("GET", events_path(&key), "POST"),
+        ("PUT", domains_path(&key), "GET, DELETE"),
+        ("POST", domains_path(&key), "GET, DELETE"),
+        ("GET", format!("/1.0/domains/1?customerKey={key}"), "DELETE"),
+    ] {
+        let r = s.request(m, &p, &[], None).await;
+        assert_enf_error(&r, 405, "MethodNotAllowed");
+        assert_eq!(r.header("allow"), Some(allow));
+    }
+    // Route and method come before credentials.
+    assert_eq!(s.get("/1.0/events").await.status, 405);
+    // The management prefix answers in its own shape.
+    let r = s.get("/v1/nothing").await;
+    assert_eq!(r.status, 404);
+    assert!(r.json()["txId"].is_string());
+}
+
+#[tokio::test]
+async fn cloud_limits_answer_429_with_retry_after() {
+    let s = TestServer::start_with(|c| c.cloud_limits = true).await;
+    // 5 requests per second per key.
+    let (_, a) = s.create_org("a");
+    for _ in 0..5 {
+        assert_eq!(s.get(&domains_path(&a)).await.status, 200);
+    }
+    let r = s.get(&domains_path(&a)).await;
+    assert_enf_error(&r, 429, "TooManyRequests");
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // Another key has its own budget; a bad key is still 403, not 429.
+    let (_, b) = s.create_org("b");
+    assert_eq!(s.get(&domains_path(&b)).await.status, 200);
+    assert_eq!(
+        s.get("/1.0/domains?customerKey=2b3c8f2e-8c1d-4f7e-9a0b-1c2d3e4f5a6b")
+            .await
+            .status,
+        403
+    );
+
+    // 200 new domains per minute: a request that would add more is refused whole.
+    let (org_c, c) = s.create_org("c");
+    let batch = |from: usize, n: usize| {
+        Value::Array(
+            (from..from + n)
+                .map(|i| event(&format!("n{i}.example")))
+                .collect(),
+        )
+    };
+    assert_eq!(
+        s.post_json(&events_path(&c), &batch(0, 150)).await.status,
+        202
+    );
+    let r = s.post_json(&events_path(&c), &batch(150, 60)).await;
+    assert_enf_error(&r, 429, "TooManyRequests");
+    assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() >= 1);
+    assert_eq!(
+        event_count(&s, org_c),
+        150,
+        "nothing of the refused request was stored"
+    );
+    // Names already listed are not new.
+    assert_eq!(
+        s.post_json(&events_path(&c), &batch(0, 150)).await.status,
+        202
+    );
+    assert_eq!(
+        s.post_json(&events_path(&c), &batch(150, 50)).await.status,
+        202
+    );
+
+    // 1 MB per minute.
+    let (_, d) = s.create_org("d");
+    let mut big = serde_json::to_vec(&json!([event("big.example")])).unwrap();
+    big.extend(std::iter::repeat_n(b' ', 600_000));
+    let ct = [("content-type", "application/json")];
+    assert_eq!(
+        s.request("POST", &events_path(&d), &ct, Some(big.clone()))
+            .await
+            .status,
+        202
+    );
+    let r = s.request("POST", &events_path(&d), &ct, Some(big)).await;
+    assert_enf_error(&r, 429, "TooManyRequests");
+    assert!(r.header("retry-after").unwrap().parse::<u64>().unwrap() > 1);
+}
+
+#[tokio::test]
+async fn without_cloud_limits_there_is_no_rate_limit() {
+    let s = TestServer::start().await;
+    let (_, a) = s.create_org("a");
+    for _ in 0..20 {
+        assert_eq!(s.get(&domains_path(&a)).await.status, 200);
+    }
+    let batch = Value::Array((0..500).map(|i| event(&format!("m{i}.example"))).collect());
+    assert_eq!(s.post_json(&events_path(&a), &batch).await.status, 202);
+}

@@ -1,0 +1,436 @@
+//! The server as a process: the 1 MiB rule on the wire, TLS, restarts, SIGHUP reloads, graceful
+//! shutdown, and the connection-hygiene limits.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Reads until the response head and `content-length` bytes of body are in, or EOF/timeout.
+async fn read_response(io: &mut Box<dyn Io>) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let n = match tokio::time::timeout_at(deadline, io.read(&mut chunk)).await {
+            Ok(Ok(n)) => n,
+            Ok(Err(_)) => break,
+            Err(_) => panic!(
+                "no response in time; got {:?}",
+                String::from_utf8_lossy(&buf)
+            ),
+        };
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let len = text
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().parse::<usize>().unwrap())
+                })
+                .unwrap_or(0);
+            if buf.len() >= head_end + 4 + len {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&buf).to_string()
+}
+
+#[tokio::test]
+async fn oversized_request_is_refused_before_its_body_is_read() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let mut io = s.connect().await.unwrap();
+    // Declare 8 MiB, send only the head and 64 KiB: the answer must come anyway.
+    let head = format!(
+        "POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        8 * 1024 * 1024
+    );
+    io.write_all(head.as_bytes()).await.unwrap();
+    io.write_all(&vec![b' '; 64 * 1024]).await.unwrap();
+    io.flush().await.unwrap();
+    let text = read_response(&mut io).await;
+    assert!(text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"{"code":"BadRequestError","message":"Request too large","statusCode":400}"#
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        parasol::store::domains::event_count(&s.db(), org).unwrap(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn the_limit_counts_head_and_body_and_chunked_bodies() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    let path = format!("/1.0/events?customerKey={key}");
+    // A batch just under 1 MiB in total is accepted; padding with spaces keeps it valid JSON.
+    let body = serde_json::to_vec(&json!([event("edge.example")])).unwrap();
+    let head_allowance = 400; // request line + the client's headers, generously
+    let mut padded = body.clone();
+    padded.extend(std::iter::repeat_n(
+        b' ',
+        1024 * 1024 - head_allowance - body.len(),
+    ));
+    let r = s
+        .request(
+            "POST",
+            &path,
+            &[("content-type", "application/json")],
+            Some(padded.clone()),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    // The same body with a large header pushes the request over 1 MiB.
+    let big = "x".repeat(head_allowance);
+    let r = s
+        .request(
+            "POST",
+            &path,
+            &[("content-type", "application/json"), ("x-padding", &big)],
+            Some(padded),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["message"], "Request too large");
+
+    // Chunked: no declared length, counted as it arrives.
+    let mut io = s.connect().await.unwrap();
+    let head = format!("POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
+    io.write_all(head.as_bytes()).await.unwrap();
+    let chunk = vec![b' '; 256 * 1024];
+    for _ in 0..5 {
+        let framed = format!("{:x}\r\n", chunk.len());
+        if io.write_all(framed.as_bytes()).await.is_err()
+            || io.write_all(&chunk).await.is_err()
+            || io.write_all(b"\r\n").await.is_err()
+        {
+            break;
+        }
+    }
+    let text = read_response(&mut io).await;
+    assert!(
+        text.starts_with("HTTP/1.1 400") && text.contains("Request too large"),
+        "{text}"
+    );
+
+    // The management interface applies the same rule, in its own error shape.
+    let r = s
+        .request(
+            "POST",
+            "/v1/organizations/1/sites",
+            &[("content-type", "application/json")],
+            Some(vec![b' '; 1024 * 1024 + 1]),
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["message"], "Request too large");
+    assert!(r.json()["txId"].is_string());
+}
+
+#[tokio::test]
+async fn tls_12_and_13_with_alpn() {
+    let s = TestServer::start().await;
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        let mut roots = rustls::RootCertStore::empty();
+        use rustls::pki_types::pem::PemObject;
+        for c in rustls::pki_types::CertificateDer::pem_file_iter(s.dir.path().join("tls/cert.pem"))
+            .unwrap()
+        {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[version])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        let name = rustls::pki_types::ServerName::IpAddress(s.addr.ip().into());
+        let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+            .connect(name, tcp)
+            .await
+            .unwrap();
+        let (_, conn) = tls.get_ref();
+        assert_eq!(conn.protocol_version(), Some(version.version));
+        assert_eq!(conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    }
+}
+
+#[tokio::test]
+async fn plain_http_mode_for_labs() {
+    let s = TestServer::start_with(|c| c.tls = parasol::config::TlsSource::Plain).await;
+    let (_, key) = s.create_org("a");
+    let r = s
+        .post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &event("plain.example"),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    let b = s
+        .get(&format!("/1.0/domains?customerKey={key}&limit=1"))
+        .await
+        .json();
+    assert_eq!(b["meta"]["next"], false);
+    assert!(
+        !s.dir.path().join("tls").exists(),
+        "no certificate is made for plain HTTP"
+    );
+}
+
+#[tokio::test]
+async fn data_and_certificate_survive_a_restart() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    assert_eq!(
+        s.post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &event("persist.example")
+        )
+        .await
+        .status,
+        202
+    );
+    let cert_before = std::fs::read(s.dir.path().join("tls/cert.pem")).unwrap();
+    let dir = s.stop().await;
+    let s = TestServer::start_in(dir, |_| {}).await;
+    assert_eq!(
+        std::fs::read(s.dir.path().join("tls/cert.pem")).unwrap(),
+        cert_before,
+        "certificate reused"
+    );
+    let data = s
+        .get(&format!("/1.0/domains?customerKey={key}"))
+        .await
+        .json()["data"]
+        .clone();
+    assert_eq!(data[0]["name"], "persist.example");
+}
+
+#[tokio::test]
+async fn a_database_from_a_newer_binary_is_refused() {
+    let dir = TempDir::new();
+    {
+        let c = parasol::store::open_migrated(&dir.path().join("parasol.db")).unwrap();
+        c.pragma_update(
+            None,
+            "user_version",
+            parasol::store::migrate::SCHEMA_VERSION + 1,
+        )
+        .unwrap();
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let config = parasol::config::ServerConfig::new(dir.path());
+    let err = parasol::server::run(config, listener, async {})
+        .await
+        .unwrap_err();
+    assert!(err.contains("newer"), "{err}");
+}
+
+#[test]
+fn sighup_reloads_reputation_and_refuses_a_bad_file() {
+    let dir = TempDir::new();
+    let rep = dir.path().join("rep.csv");
+    std::fs::write(&rep, "flip.example,1\n").unwrap();
+    let server = ChildServer::spawn(dir.path(), &["--reputation", rep.to_str().unwrap()]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = cli_create_org(dir.path(), "hup");
+    let post = |d: &str| {
+        rt.block_on(server.post_json(&format!("/1.0/events?customerKey={key}"), &event(d)))
+            .status
+    };
+    let names = || -> Vec<String> {
+        let b = rt
+            .block_on(server.get(&format!("/1.0/domains?customerKey={key}")))
+            .json();
+        b["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(post("flip.example"), 202);
+    assert!(names().is_empty(), "+1 is not added");
+
+    std::fs::write(&rep, "flip.example,-1\n").unwrap();
+    server.signal("HUP");
+    server.wait_for_log("reputation data reloaded");
+    assert_eq!(post("flip.example"), 202);
+    assert_eq!(names(), ["flip.example"]);
+
+    // A bad file is refused whole, naming the line; the old data stays in force.
+    std::fs::write(&rep, "other.example,1\nflip.example,1\nbroken line\n").unwrap();
+    server.signal("HUP");
+    server.wait_for_log("line 3");
+    assert_eq!(post("other.example"), 202);
+    assert_eq!(
+        names(),
+        ["flip.example", "other.example"],
+        "the refused file did not take effect"
+    );
+    assert!(server.stop().success());
+}
+
+#[test]
+fn sigterm_finishes_requests_in_flight_and_loses_nothing() {
+    let dir = TempDir::new();
+    let server = ChildServer::spawn(dir.path(), &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = cli_create_org(dir.path(), "term");
+    let body = serde_json::to_vec(&json!([event("inflight.example")])).unwrap();
+    let client = server.client.clone();
+    let text = rt.block_on(async {
+        let mut io = client.connect().await.unwrap();
+        let head = format!(
+            "POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        );
+        io.write_all(head.as_bytes()).await.unwrap();
+        io.write_all(&body[..10]).await.unwrap();
+        io.flush().await.unwrap();
+        // The request is in flight; now ask the server to stop.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        server.signal("TERM");
+        server.wait_for_log("shutting down");
+        io.write_all(&body[10..]).await.unwrap();
+        io.flush().await.unwrap();
+        read_response(&mut io).await
+    });
+    assert!(text.starts_with("HTTP/1.1 202"), "{text}");
+    assert!(server.stop().success());
+    // Acknowledged means stored.
+    let c = parasol::store::open_migrated(&dir.path().join("parasol.db")).unwrap();
+    let n: i64 = c
+        .query_row(
+            "SELECT count(*) FROM domains WHERE name = 'inflight.example'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+}
+
+/// True if the server closes the connection within `within`.
+async fn closed_within(io: &mut (impl tokio::io::AsyncRead + Unpin), within: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, io.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn stalled_clients_are_cut_off() {
+    let s = TestServer::start_with(|c| {
+        c.limits.handshake_timeout = Duration::from_millis(500);
+        c.limits.header_timeout = Duration::from_millis(500);
+        c.limits.body_timeout = Duration::from_millis(500);
+    })
+    .await;
+    let (_, key) = s.create_org("a");
+    // No TLS handshake at all.
+    let mut tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let t = Instant::now();
+    assert!(
+        closed_within(&mut tcp, Duration::from_secs(5)).await,
+        "handshake limit"
+    );
+    assert!(t.elapsed() >= Duration::from_millis(400));
+    // Handshake done, headers never finished.
+    let mut io = s.connect().await.unwrap();
+    io.write_all(b"GET /1.0/domains HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    io.flush().await.unwrap();
+    assert!(
+        closed_within(&mut io, Duration::from_secs(5)).await,
+        "header limit"
+    );
+    // Idle keep-alive connection after a complete request.
+    let mut io = s.connect().await.unwrap();
+    io.write_all(
+        format!("GET /1.0/domains?customerKey={key} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    io.flush().await.unwrap();
+    assert!(
+        closed_within(&mut io, Duration::from_secs(5)).await,
+        "idle limit"
+    );
+    // Headers in, body stalled.
+    let mut io = s.connect().await.unwrap();
+    io.write_all(
+        format!("POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{")
+            .as_bytes(),
+    )
+    .await
+    .unwrap();
+    io.flush().await.unwrap();
+    let text = read_response(&mut io).await;
+    assert!(
+        text.starts_with("HTTP/1.1 400") && text.contains("timed out"),
+        "{text}"
+    );
+    // And the server still serves others.
+    assert_eq!(
+        s.get(&format!("/1.0/domains?customerKey={key}"))
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn the_connection_cap_holds_extra_clients_back() {
+    let s = TestServer::start_with(|c| c.limits.max_connections = 2).await;
+    let (_, key) = s.create_org("a");
+    let path = format!("/1.0/domains?customerKey={key}");
+    // wait_ready's probe connection may still be closing; let the slots settle.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut a = s.connect().await.unwrap();
+    let mut b = s.connect().await.unwrap();
+    for io in [&mut a, &mut b] {
+        io.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        assert!(read_response(io).await.starts_with("HTTP/1.1 200"));
+    }
+    // A third client connects at the TCP level (backlog) but is not served while both are open.
+    let third = s.client.clone();
+    let p2 = path.clone();
+    let pending = tokio::spawn(async move { third.get(&p2).await.status });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!pending.is_finished(), "served beyond the cap");
+    drop(a);
+    let status = tokio::time::timeout(WAIT, pending)
+        .await
+        .expect("served after a slot freed")
+        .unwrap();
+    assert_eq!(status, 200);
+    drop(b);
+}
