@@ -434,3 +434,32 @@ async fn the_connection_cap_holds_extra_clients_back() {
     assert_eq!(status, 200);
     drop(b);
 }
+
+#[tokio::test]
+async fn configured_certificate_files_are_used() {
+    let certs = TempDir::new();
+    let (cert, key) = parasol::tls::ensure_self_signed(certs.path()).unwrap();
+    let (c2, k2) = (cert.clone(), key.clone());
+    let s = TestServer::start_with(move |c| {
+        c.tls = parasol::config::TlsSource::Files { cert: c2, key: k2 }
+    })
+    .await;
+    // The client trusts only the configured certificate, and no other one was made.
+    let (_, k) = s.create_org("a");
+    assert_eq!(
+        s.get(&format!("/1.0/domains?customerKey={k}")).await.status,
+        200
+    );
+    assert!(!s.dir.path().join("tls").exists());
+    // A missing key file stops start-up with a clear error.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut config = parasol::config::ServerConfig::new(TempDir::new().path());
+    config.tls = parasol::config::TlsSource::Files {
+        cert,
+        key: certs.path().join("missing.pem"),
+    };
+    let err = parasol::server::run(config, listener, async {})
+        .await
+        .unwrap_err();
+    assert!(err.contains("missing.pem"), "{err}");
+}
