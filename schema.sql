@@ -86,8 +86,9 @@ CREATE TABLE api_credentials (
 
 -- The domain list: one row per name and organization. `seq` is the entry's position counter
 -- within its organization (taken from organizations.domain_seq), so it orders the same way as
--- `id` there; domain_buckets counts the live entries per 1024 positions, which lets a page be
--- found without an OFFSET scan over the whole list.
+-- `id` there. domain_buckets counts the live entries per 1024 positions and
+-- domain_superbuckets per 65536, which lets a page be found by reading a few dozen counts
+-- instead of an OFFSET scan over the whole list.
 CREATE TABLE domains (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
@@ -102,6 +103,13 @@ CREATE UNIQUE INDEX domains_org_seq ON domains(organization_id, seq);
 CREATE TABLE domain_buckets (
     organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
     bucket          INTEGER NOT NULL,   -- seq >> 10
+    count           INTEGER NOT NULL CHECK (count > 0),
+    PRIMARY KEY (organization_id, bucket)
+) WITHOUT ROWID;
+
+CREATE TABLE domain_superbuckets (
+    organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    bucket          INTEGER NOT NULL,   -- seq >> 16
     count           INTEGER NOT NULL CHECK (count > 0),
     PRIMARY KEY (organization_id, bucket)
 ) WITHOUT ROWID;

@@ -1,9 +1,10 @@
 //! The enforcement data: events and each organization's domain list.
 //!
 //! Paging without OFFSET scans: every entry has a per-organization position `seq` (growing with
-//! `id`), and `domain_buckets` counts the live entries in each block of 1024 positions. Finding
-//! page N walks the bucket counts (about one row per 1024 entries) and then skips fewer than 1024
-//! index entries, so a deep page costs about as much as the first.
+//! `id`); `domain_superbuckets` counts the live entries in each block of 65536 positions and
+//! `domain_buckets` in each block of 1024. Finding page N walks the super-bucket counts (one row
+//! per 65536 entries), then at most 64 bucket counts, then skips fewer than 1024 index entries, so
+//! a deep page costs about as much as the first.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,43 @@ use super::Result;
 
 /// log2 of the positions per bucket.
 const BUCKET_SHIFT: u32 = 10;
+/// log2 of the positions per super-bucket.
+const SUPER_SHIFT: u32 = 16;
+
+/// Adds `delta` to the live count of one bucket (`domain_buckets` or `domain_superbuckets`),
+/// dropping the row when it reaches zero.
+fn bump(conn: &Connection, table: Level, org: i64, bucket: i64, delta: i64) -> Result<()> {
+    let t = match table {
+        Level::Bucket => "domain_buckets",
+        Level::Super => "domain_superbuckets",
+    };
+    let sql = if delta > 0 {
+        format!(
+            "INSERT INTO {t} (organization_id, bucket, count) VALUES (?1, ?2, ?3)
+             ON CONFLICT (organization_id, bucket) DO UPDATE SET count = count + excluded.count"
+        )
+    } else {
+        // A decrement that empties the bucket drops its row; otherwise it updates the count.
+        let removed = conn
+            .prepare_cached(&format!(
+                "DELETE FROM {t} WHERE organization_id = ?1 AND bucket = ?2 AND count + ?3 <= 0"
+            ))?
+            .execute(params![org, bucket, delta])?;
+        if removed > 0 {
+            return Ok(());
+        }
+        format!("UPDATE {t} SET count = count + ?3 WHERE organization_id = ?1 AND bucket = ?2")
+    };
+    conn.prepare_cached(&sql)?
+        .execute(params![org, bucket, delta])?;
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+enum Level {
+    Bucket,
+    Super,
+}
 
 /// An event that passed validation, ready to store.
 #[derive(Debug, Clone)]
@@ -78,12 +116,15 @@ pub fn ingest(
     if seq != start_seq {
         conn.prepare_cached("UPDATE organizations SET domain_seq = ?2 WHERE id = ?1")?
             .execute(params![org, seq])?;
-        let mut add = conn.prepare_cached(
-            "INSERT INTO domain_buckets (organization_id, bucket, count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (organization_id, bucket) DO UPDATE SET count = count + excluded.count",
-        )?;
+        let mut super_adds: BTreeMap<i64, i64> = BTreeMap::new();
         for (bucket, n) in bucket_adds {
-            add.execute(params![org, bucket, n])?;
+            bump(conn, Level::Bucket, org, bucket, n)?;
+            *super_adds
+                .entry(bucket >> (SUPER_SHIFT - BUCKET_SHIFT))
+                .or_default() += n;
+        }
+        for (bucket, n) in super_adds {
+            bump(conn, Level::Super, org, bucket, n)?;
         }
     }
     Ok((seq - start_seq) as u64)
@@ -103,26 +144,31 @@ pub fn list_page(
     let (start_seq, skip) = if offset == 0 {
         (0i64, 0u64)
     } else {
-        let mut stmt = conn.prepare_cached(
-            "SELECT bucket, count FROM domain_buckets WHERE organization_id = ?1 ORDER BY bucket",
-        )?;
-        let mut rows = stmt.query(params![org])?;
-        let mut before = 0u64;
-        let mut found = None;
-        while let Some(row) = rows.next()? {
-            let bucket: i64 = row.get(0)?;
-            let count: i64 = row.get(1)?;
-            let count = count.max(0) as u64;
-            if before + count > offset {
-                found = Some((bucket << BUCKET_SHIFT, offset - before));
-                break;
-            }
-            before += count;
-        }
-        match found {
-            Some(f) => f,
-            None => return Ok((Vec::new(), false)),
-        }
+        // Super-buckets first, then the buckets inside the one that holds the offset.
+        let Some((sb, before)) = find_block(
+            conn,
+            "SELECT bucket, count FROM domain_superbuckets WHERE organization_id = ?1
+             AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket",
+            org,
+            (0, i64::MAX),
+            offset,
+        )?
+        else {
+            return Ok((Vec::new(), false));
+        };
+        let per = 1i64 << (SUPER_SHIFT - BUCKET_SHIFT);
+        let Some((bucket, before_bucket)) = find_block(
+            conn,
+            "SELECT bucket, count FROM domain_buckets WHERE organization_id = ?1
+             AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket",
+            org,
+            (sb * per, (sb + 1) * per),
+            offset - before,
+        )?
+        else {
+            return Ok((Vec::new(), false));
+        };
+        (bucket << BUCKET_SHIFT, offset - before - before_bucket)
     };
     let mut stmt = conn.prepare_cached(
         "SELECT id, name, last_seen_at FROM domains
@@ -164,20 +210,33 @@ pub fn delete_by_name(conn: &Connection, org: i64, name: &str) -> Result<bool> {
     forget_position(conn, org, seq)
 }
 
+/// Walks `(bucket, count)` rows in `range` until the running count passes `offset`; returns the
+/// bucket holding it and how many live entries lie before that bucket.
+fn find_block(
+    conn: &Connection,
+    sql: &str,
+    org: i64,
+    range: (i64, i64),
+    offset: u64,
+) -> Result<Option<(i64, u64)>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params![org, range.0, range.1])?;
+    let mut before = 0u64;
+    while let Some(row) = rows.next()? {
+        let bucket: i64 = row.get(0)?;
+        let count = row.get::<_, i64>(1)?.max(0) as u64;
+        if before + count > offset {
+            return Ok(Some((bucket, before)));
+        }
+        before += count;
+    }
+    Ok(None)
+}
+
 fn forget_position(conn: &Connection, org: i64, seq: Option<i64>) -> Result<bool> {
     let Some(seq) = seq else { return Ok(false) };
-    let bucket = seq >> BUCKET_SHIFT;
-    let removed = conn
-        .prepare_cached(
-            "DELETE FROM domain_buckets WHERE organization_id = ?1 AND bucket = ?2 AND count <= 1",
-        )?
-        .execute(params![org, bucket])?;
-    if removed == 0 {
-        conn.prepare_cached(
-            "UPDATE domain_buckets SET count = count - 1 WHERE organization_id = ?1 AND bucket = ?2",
-        )?
-        .execute(params![org, bucket])?;
-    }
+    bump(conn, Level::Bucket, org, seq >> BUCKET_SHIFT, -1)?;
+    bump(conn, Level::Super, org, seq >> SUPER_SHIFT, -1)?;
     Ok(true)
 }
 
@@ -258,6 +317,64 @@ mod tests {
         assert!(past.is_empty() && !more);
         let (huge, _) = list_page(&c, org, u64::MAX, 200).unwrap();
         assert!(huge.is_empty());
+        assert_counts_consistent(&c, org);
+    }
+
+    /// Both count levels agree with the rows they count.
+    fn assert_counts_consistent(c: &Connection, org: i64) {
+        for (table, shift) in [
+            ("domain_buckets", BUCKET_SHIFT),
+            ("domain_superbuckets", SUPER_SHIFT),
+        ] {
+            let bad: i64 = c
+                .query_row(
+                    &format!(
+                        "SELECT count(*) FROM (SELECT seq >> {shift} AS b, count(*) AS n FROM domains
+                         WHERE organization_id = ?1 GROUP BY b) d
+                         FULL OUTER JOIN (SELECT bucket, count FROM {table} WHERE organization_id = ?1) k
+                         ON k.bucket = d.b WHERE k.count IS NOT d.n"
+                    ),
+                    [org],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            assert_eq!(bad, 0, "{table} disagrees with the list");
+        }
+    }
+
+    #[test]
+    fn pages_across_super_buckets() {
+        let (c, org) = db();
+        // Start positions near the end of the first super-bucket so pages straddle it.
+        c.execute(
+            "UPDATE organizations SET domain_seq = 65000 WHERE id = ?1",
+            [org],
+        )
+        .unwrap();
+        let names: Vec<PreparedEvent> = (0..3000).map(|i| ev(&format!("s{i}.example"))).collect();
+        ingest(&c, org, "b", 1, &names).unwrap();
+        for id in (1..=3000).filter(|i| i % 5 == 0 || (400..1500).contains(i)) {
+            assert!(delete_by_id(&c, org, id).unwrap());
+        }
+        assert_counts_consistent(&c, org);
+        let all: Vec<i64> = {
+            let mut s = c.prepare("SELECT id FROM domains ORDER BY id").unwrap();
+            s.query_map([], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        for limit in [3u64, 200] {
+            let mut seen = Vec::new();
+            for page in 1.. {
+                let (entries, more) = list_page(&c, org, page, limit).unwrap();
+                seen.extend(entries.iter().map(|e| e.id));
+                if !more {
+                    break;
+                }
+            }
+            assert_eq!(seen, all, "limit {limit}");
+        }
     }
 
     #[test]
