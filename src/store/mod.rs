@@ -2,8 +2,10 @@
 //! concurrent requests together (group commit); reads run on a small pool of read connections
 //! through `spawn_blocking`, so they never wait behind the writer (WAL).
 
+pub mod customers;
 pub mod domains;
 pub mod migrate;
+pub mod resources;
 pub mod tenants;
 
 use std::path::{Path, PathBuf};
