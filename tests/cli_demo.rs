@@ -69,11 +69,25 @@ async fn provisioning_commands_print_json_and_keys_work() {
     let (ok, msp, _) = parasol(dir.path(), &["msp", "create", "--name", "Lab MSP"]);
     assert!(ok);
     let msp_id = msp["id"].as_i64().unwrap().to_string();
-    let (ok, org, _) = parasol(
+    // A provider's customer needs the fields the management interface requires, checked by the
+    // same validation.
+    let (ok, _, err) = parasol(
         dir.path(),
         &["org", "create", "--name", "Acme", "--provider", &sp_id],
     );
-    assert!(ok);
+    assert!(!ok);
+    assert!(err.contains("--street-address is required"), "{err}");
+    let customer = |email: &str| {
+        let args = "org create --name Acme --street-address Main --city Springfield --state IL";
+        let mut args: Vec<&str> = args.split(' ').collect();
+        args.extend(["--provider", &sp_id, "--admin-email", email]);
+        parasol(dir.path(), &args)
+    };
+    let (ok, _, err) = customer("not-an-address");
+    assert!(!ok);
+    assert!(err.contains("--admin-email must be"), "{err}");
+    let (ok, org, err) = customer("it@acme.example");
+    assert!(ok, "{err}");
     let org_id = org["id"].as_i64().unwrap().to_string();
     let key1 = org["customerKey"].as_str().unwrap().to_string();
     assert_eq!(uuid::Uuid::parse_str(&key1).unwrap().get_version_num(), 4);

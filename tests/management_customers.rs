@@ -926,7 +926,7 @@ async fn scopes_answer_404_outside_their_reach() {
     ];
     for (cred, method, path, missing, body) in &writes {
         let auth = cred.auth();
-        let bodies: [(Vec<(&str, &str)>, Vec<u8>); 3] = [
+        let bodies: [Attempt; 3] = [
             (vec![("authorization", auth.as_str())], b"not json".to_vec()),
             (
                 vec![
@@ -984,6 +984,9 @@ async fn scopes_answer_404_outside_their_reach() {
         assert_eq!(r.status, 200, "GET {path}: {}", r.text());
     }
 }
+
+/// Request headers and body of one attempt.
+type Attempt<'a> = (Vec<(&'a str, &'a str)>, Vec<u8>);
 
 fn bodies_last(auth: &str) -> Vec<(&str, &str)> {
     vec![

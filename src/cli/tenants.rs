@@ -7,7 +7,10 @@ use argh::FromArgs;
 use serde_json::{json, Value};
 
 use super::{default_data_dir, in_transaction, open_db};
-use crate::store::tenants::{self, NewServiceProvider, OrgFields, Parent, Scope};
+use crate::management::customers::customer_input;
+use crate::management::msp_customers::msp_customer_input;
+use crate::store::customers;
+use crate::store::tenants::{self, NewServiceProvider, Parent, Scope};
 use crate::timefmt::{now, parse_rfc3339, rfc3339};
 
 fn db_err(e: crate::store::StoreError) -> String {
@@ -78,15 +81,7 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
         expires_at: Some(time_arg("expires-at", &a.expires_at, t + 365 * 86400)?),
     };
     in_transaction(&a.data_dir, |c| {
-        let known: bool = c
-            .query_row(
-                "SELECT count(*) FROM packages WHERE id = ?1",
-                [a.package_id],
-                |r| r.get::<_, i64>(0),
-            )
-            .map_err(|e| e.to_string())?
-            > 0;
-        if !known {
+        if !crate::store::customers::package_exists(c, a.package_id).map_err(db_err)? {
             return Err(format!("--package-id {}: no such package", a.package_id));
         }
         let id = tenants::create_service_provider(c, &sp, t).map_err(db_err)?;
@@ -148,6 +143,7 @@ pub struct OrgCmd {
 
 #[derive(FromArgs, Debug)]
 #[argh(subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum OrgAction {
     Create(OrgCreate),
     Delete(OrgDelete),
@@ -175,12 +171,33 @@ pub struct OrgCreate {
     /// package id for a service provider's customer (default: the provider's package)
     #[argh(option)]
     pub package_id: Option<i64>,
+    /// street address (required for a service provider's customer)
+    #[argh(option)]
+    pub street_address: Option<String>,
+    /// second address line
+    #[argh(option)]
+    pub street_address2: Option<String>,
+    /// city (required for a service provider's customer)
+    #[argh(option)]
+    pub city: Option<String>,
+    /// state or region (required for a service provider's customer)
+    #[argh(option)]
+    pub state: Option<String>,
     /// two-letter country code (default US)
     #[argh(option, default = "String::from(\"US\")")]
     pub country_code: String,
-    /// admin e-mail address (repeatable)
+    /// postal code
+    #[argh(option)]
+    pub zip_code: Option<String>,
+    /// deal id
+    #[argh(option)]
+    pub deal_id: Option<String>,
+    /// admin e-mail address (repeatable; at least one for a service provider's customer)
     #[argh(option)]
     pub admin_email: Vec<String>,
+    /// deal owner e-mail address (repeatable)
+    #[argh(option)]
+    pub ccw_deal_owner_email: Vec<String>,
 }
 
 /// Delete an organization with all of its data; its customer keys stop working.
@@ -209,48 +226,88 @@ pub fn org(cmd: OrgCmd) -> Result<Value, String> {
 }
 
 fn org_create(a: OrgCreate) -> Result<Value, String> {
-    if a.name.trim().is_empty() {
-        return Err("--name must not be empty".into());
-    }
-    if a.seats < 1 {
-        return Err("--seats must be 1 or more".into());
-    }
     let parent = match (a.provider, a.msp) {
         (Some(_), Some(_)) => return Err("give --provider or --msp, not both".into()),
         (Some(sp), None) => Parent::ServiceProvider(sp),
         (None, Some(m)) => Parent::Msp(m),
         (None, None) => Parent::None,
     };
+    // The same input, validated by the same code as the management interface's create.
+    let mut input = json!({
+        "customerName": a.name,
+        "seats": a.seats,
+        "streetAddress": a.street_address,
+        "streetAddress2": a.street_address2,
+        "city": a.city,
+        "state": a.state,
+        "countryCode": a.country_code,
+        "zipCode": a.zip_code,
+        "dealId": a.deal_id,
+        "adminEmails": a.admin_email,
+        "ccwDealOwnerEmails": a.ccw_deal_owner_email,
+        "packageId": a.package_id,
+    });
+    let flag = |e: crate::error::MgmtError| match e {
+        crate::error::MgmtError::BadRequest(m) => to_flag_message(&m),
+        other => format!("{other:?}"),
+    };
     in_transaction(&a.data_dir, |c| {
-        let package_id = match parent {
+        let fields = match parent {
             Parent::ServiceProvider(sp) => {
-                let pkg: Option<i64> = c
-                    .query_row(
-                        "SELECT package_id FROM service_providers WHERE id = ?1",
-                        [sp],
-                        |r| r.get(0),
-                    )
-                    .map_err(|_| format!("no service provider {sp}"))?;
-                Some(a.package_id.or(pkg).unwrap_or(2))
+                let pkg = customers::service_provider_package(c, sp)
+                    .map_err(db_err)?
+                    .ok_or_else(|| format!("no service provider {sp}"))?;
+                input["packageId"] = json!(a.package_id.unwrap_or(pkg));
+                customer_input(input.as_object().ok_or("input")?).map_err(flag)?
             }
             Parent::Msp(m) => {
-                c.query_row("SELECT 1 FROM msps WHERE id = ?1", [m], |_| Ok(()))
-                    .map_err(|_| format!("no MSP {m}"))?;
-                a.package_id
+                if !customers::msp_exists(c, m).map_err(db_err)? {
+                    return Err(format!("no MSP {m}"));
+                }
+                let mut f = msp_customer_input(input.as_object().ok_or("input")?).map_err(flag)?;
+                f.package_id = a.package_id;
+                f
             }
-            Parent::None => a.package_id,
+            Parent::None => {
+                let mut f = msp_customer_input(input.as_object().ok_or("input")?).map_err(flag)?;
+                f.package_id = a.package_id;
+                f.country_code = Some(a.country_code.clone());
+                f.admin_emails = a.admin_email.clone();
+                f
+            }
         };
-        let fields = OrgFields {
-            name: a.name.clone(),
-            seats: a.seats,
-            package_id,
-            country_code: Some(a.country_code.clone()),
-            admin_emails: a.admin_email.clone(),
-            ..Default::default()
-        };
+        if let Some(p) = fields.package_id {
+            if !customers::package_exists(c, p).map_err(db_err)? {
+                return Err(format!("--package-id {p}: no such package"));
+            }
+        }
         let created = tenants::create_organization(c, parent, &fields, now()).map_err(db_err)?;
         serde_json::to_value(created).map_err(|e| e.to_string())
     })
+}
+
+/// Turns an API validation message (`streetAddress is required`) into the flag's spelling
+/// (`--street-address is required`).
+fn to_flag_message(m: &str) -> String {
+    let (field, rest) = m.split_once(' ').unwrap_or((m, ""));
+    let flag = match field {
+        "customerName" => "--name".to_string(),
+        "adminEmails" => "--admin-email".to_string(),
+        "ccwDealOwnerEmails" => "--ccw-deal-owner-email".to_string(),
+        f => {
+            let mut out = String::from("--");
+            for ch in f.chars() {
+                if ch.is_ascii_uppercase() {
+                    out.push('-');
+                    out.push(ch.to_ascii_lowercase());
+                } else {
+                    out.push(ch);
+                }
+            }
+            out
+        }
+    };
+    format!("{flag} {rest}")
 }
 
 /// Enforcement customer keys.

@@ -3,13 +3,11 @@
 
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::{Map, Value};
 
 use crate::error::MgmtError;
 use crate::http::{is_json_content_type, json, Body};
 use crate::server::RequestCtx;
-use crate::store::tenants::Scope;
 
 /// Default page size of management lists.
 pub const DEFAULT_LIMIT: i64 = 100;
@@ -212,24 +210,6 @@ pub fn is_email(s: &str) -> bool {
         && domain
             .split_once('.')
             .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && !b.ends_with('.'))
-}
-
-/// True when the organization exists and the credential's scope reaches it.
-pub fn organization_visible(
-    conn: &Connection,
-    scope: Scope,
-    org: i64,
-) -> crate::store::Result<bool> {
-    let row: Option<(Option<i64>, Option<i64>)> = conn
-        .prepare_cached("SELECT service_provider_id, msp_id FROM organizations WHERE id = ?1")?
-        .query_row(params![org], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    Ok(match (row, scope) {
-        (None, _) => false,
-        (Some(_), Scope::Organization(o)) => o == org,
-        (Some((sp, _)), Scope::ServiceProvider(s)) => sp == Some(s),
-        (Some((_, msp)), Scope::Msp(m)) => msp == Some(m),
-    })
 }
 
 #[cfg(test)]

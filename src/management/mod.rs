@@ -104,7 +104,7 @@ async fn dispatch(
     // does not exist.
     let visible = state
         .store
-        .read(move |conn| common::organization_visible(conn, scope, org))
+        .read(move |conn| crate::store::tenants::organization_visible(conn, scope, org))
         .await?;
     if !visible {
         return Err(MgmtError::NotFound);

@@ -100,6 +100,14 @@ pub fn package_exists(conn: &Connection, id: i64) -> Result<bool> {
         .is_some())
 }
 
+/// The package of a service provider, if the provider exists.
+pub fn service_provider_package(conn: &Connection, sp: i64) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT package_id FROM service_providers WHERE id = ?1")?
+        .query_row(params![sp], |r| r.get(0))
+        .optional()?)
+}
+
 /// True when the MSP exists.
 pub fn msp_exists(conn: &Connection, msp: i64) -> Result<bool> {
     Ok(conn

@@ -252,6 +252,20 @@ pub struct StoredCredential {
     pub secret_hash: String,
 }
 
+/// True when the organization exists and the credential's scope reaches it.
+pub fn organization_visible(conn: &Connection, scope: Scope, org: i64) -> Result<bool> {
+    let row: Option<(Option<i64>, Option<i64>)> = conn
+        .prepare_cached("SELECT service_provider_id, msp_id FROM organizations WHERE id = ?1")?
+        .query_row(params![org], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(match (row, scope) {
+        (None, _) => false,
+        (Some(_), Scope::Organization(o)) => o == org,
+        (Some((sp, _)), Scope::ServiceProvider(s)) => sp == Some(s),
+        (Some((_, msp)), Scope::Msp(m)) => msp == Some(m),
+    })
+}
+
 /// Stores a credential whose secret the caller has already hashed.
 pub fn insert_credential(
     conn: &Connection,
