@@ -260,3 +260,152 @@ async fn demo_world_and_credentials_file() {
         .unwrap();
     assert_eq!(count, 2);
 }
+
+#[tokio::test]
+async fn allow_lists_block_list_export_and_check() {
+    let dir = TempDir::new();
+    let (ok, org, _) = parasol(dir.path(), &["org", "create", "--name", "Lab"]);
+    assert!(ok);
+    let org_id = org["id"].as_i64().unwrap().to_string();
+    let key = org["customerKey"].as_str().unwrap().to_string();
+    let (_, other, _) = parasol(dir.path(), &["org", "create", "--name", "Other"]);
+    let other_id = other["id"].as_i64().unwrap().to_string();
+    let org = org_id.as_str();
+
+    // The allow list plays no part in adding to the domain list.
+    let (ok, added, err) = parasol(
+        dir.path(),
+        &["allow", "add", "--org", org, "--name", "Good.Bad.Example."],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        added,
+        json!({"org": org_id.parse::<i64>().unwrap(), "name": "good.bad.example", "added": true})
+    );
+    let s = TestServer::start_in(dir, |_| {}).await;
+    let batch = json!([
+        event("bad.example"),
+        event("evil.test"),
+        event("good.bad.example")
+    ]);
+    let r = s
+        .post_json(&format!("/1.0/events?customerKey={key}"), &batch)
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    let dir = s.dir.path();
+
+    let check = |name: &str| parasol(dir, &["blocklist", "check", "--org", org, "--name", name]).1;
+    let v = check("www.bad.example");
+    assert_eq!(v["blocked"], true, "{v}");
+    assert_eq!(v["listedAs"], "bad.example");
+    let v = check("x.good.bad.example");
+    assert_eq!(v["blocked"], false, "{v}");
+    assert_eq!(v["allowedBy"], "good.bad.example");
+    assert_eq!(check("unlisted.example")["blocked"], false);
+    let v = parasol(
+        dir,
+        &[
+            "blocklist",
+            "check",
+            "--org",
+            &other_id,
+            "--name",
+            "bad.example",
+        ],
+    )
+    .1;
+    assert_eq!(
+        v["blocked"], false,
+        "another organization's list plays no part: {v}"
+    );
+
+    // Export: in the JSON output, and to files in each format.
+    let (ok, v, _) = parasol(dir, &["blocklist", "export", "--org", org]);
+    assert!(ok);
+    assert_eq!(v["names"], json!(["bad.example", "evil.test"]));
+    assert_eq!(v["exceptions"], json!(["good.bad.example"]));
+    for (format, needle, exception) in [
+        ("plain", "bad.example\nevil.test\n", None),
+        ("hosts", "0.0.0.0 bad.example\n0.0.0.0 evil.test\n", None),
+        (
+            "rpz",
+            "*.evil.test CNAME .\n",
+            Some("good.bad.example CNAME rpz-passthru.\n"),
+        ),
+    ] {
+        let out = dir.join(format!("list.{format}"));
+        let (ok, v, err) = parasol(
+            dir,
+            &[
+                "blocklist",
+                "export",
+                "--org",
+                org,
+                "--format",
+                format,
+                "--output",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(ok, "{err}");
+        assert_eq!(v["entries"], 2);
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains(needle), "{format}: {text}");
+        assert!(
+            !text.contains("good.bad.example") || exception.is_some(),
+            "{text}"
+        );
+        if let Some(e) = exception {
+            assert!(text.contains(e), "{text}");
+            assert!(text.contains("$TTL") && text.contains(" SOA "), "{text}");
+        }
+    }
+
+    // Removing the exception blocks the name again; allow-listing a parent unblocks below it.
+    let (ok, v, _) = parasol(
+        dir,
+        &[
+            "allow",
+            "remove",
+            "--org",
+            org,
+            "--name",
+            "good.bad.example",
+        ],
+    );
+    assert!(ok && v["removed"] == true);
+    assert_eq!(check("x.good.bad.example")["blocked"], true);
+    parasol(
+        dir,
+        &["allow", "add", "--org", org, "--name", "bad.example"],
+    );
+    let (_, v, _) = parasol(dir, &["blocklist", "export", "--org", org]);
+    assert_eq!(v["names"], json!(["evil.test"]));
+    let (_, v, _) = parasol(dir, &["allow", "list", "--org", org]);
+    assert_eq!(v["names"], json!(["bad.example"]));
+
+    // Refusals name the problem.
+    for (args, needle) in [
+        (
+            vec!["allow", "add", "--org", org, "--name", "http://x.example/"],
+            "--name",
+        ),
+        (
+            vec!["allow", "add", "--org", "999", "--name", "x.example"],
+            "no organization 999",
+        ),
+        (
+            vec!["blocklist", "check", "--org", org, "--name", "1.2.3.4"],
+            "--name",
+        ),
+        (
+            vec!["blocklist", "export", "--org", org, "--format", "bind"],
+            "--format",
+        ),
+    ] {
+        let (ok, _, err) = parasol(dir, &args);
+        assert!(!ok, "{args:?}");
+        let e: Value = serde_json::from_str(err.trim()).unwrap();
+        assert!(e["error"].as_str().unwrap().contains(needle), "{err}");
+    }
+}

@@ -2,6 +2,7 @@
 //! command prints JSON on standard output; a failure prints `{"error": "..."}` on standard error
 //! and exits with status 1.
 
+mod lists;
 mod serve;
 mod tenants;
 
@@ -29,6 +30,8 @@ pub enum Command {
     Org(tenants::OrgCmd),
     Key(tenants::KeyCmd),
     Credential(tenants::CredentialCmd),
+    Allow(lists::AllowCmd),
+    Blocklist(lists::BlocklistCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -56,6 +59,8 @@ pub fn main(cli: Cli) -> i32 {
         Command::Org(c) => tenants::org(c),
         Command::Key(c) => tenants::key(c),
         Command::Credential(c) => tenants::credential(c),
+        Command::Allow(c) => lists::allow(c),
+        Command::Blocklist(c) => lists::blocklist(c),
     };
     print_result(result)
 }

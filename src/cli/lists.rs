@@ -1,0 +1,273 @@
+//! Operators' commands for enforcement on the appliance: edit a customer's allow list, export its
+//! effective block list for a local DNS resolver, and ask whether a name is blocked.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use argh::FromArgs;
+use serde_json::{json, Value};
+
+use super::{default_data_dir, in_transaction, open_db};
+use crate::enforcement::domain::normalize;
+use crate::store::{blocking, tenants};
+use crate::timefmt::now;
+
+/// A customer's allow list (wins over the domain list when blocking).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "allow")]
+pub struct AllowCmd {
+    #[argh(subcommand)]
+    pub action: AllowAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum AllowAction {
+    Add(AllowEdit),
+    Remove(AllowRemove),
+    List(AllowList),
+}
+
+/// Add a name (and everything below it) to the allow list.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "add")]
+pub struct AllowEdit {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// domain name (normalised like dstDomain: IDN to punycode, lower case)
+    #[argh(option)]
+    pub name: String,
+}
+
+/// Remove a name from the allow list.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "remove")]
+pub struct AllowRemove {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// domain name
+    #[argh(option)]
+    pub name: String,
+}
+
+/// List the allow list.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct AllowList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+}
+
+/// A customer's effective block list (domain list minus allow list).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "blocklist")]
+pub struct BlocklistCmd {
+    #[argh(subcommand)]
+    pub action: BlocklistAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum BlocklistAction {
+    Export(Export),
+    Check(Check),
+}
+
+/// Export the effective block list: `plain` (one name a line), `hosts` (0.0.0.0 name) or `rpz`
+/// (a response-policy zone blocking each name and its subdomains, with allow-list exceptions).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "export")]
+pub struct Export {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// plain, hosts or rpz (default plain)
+    #[argh(option, default = "String::from(\"plain\")")]
+    pub format: String,
+    /// write the list to this file (replaced atomically); without it the names are printed in
+    /// the JSON output
+    #[argh(option)]
+    pub output: Option<PathBuf>,
+}
+
+/// Tell whether a name is blocked for the organization, and by which entries.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "check")]
+pub struct Check {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// domain name
+    #[argh(option)]
+    pub name: String,
+}
+
+fn db_err(e: crate::store::StoreError) -> String {
+    e.to_string()
+}
+
+fn name_arg(name: &str) -> Result<String, String> {
+    normalize(name).map_err(|_| format!("--name {name:?}: not a valid domain name"))
+}
+
+fn known_org(c: &rusqlite::Connection, org: i64) -> Result<(), String> {
+    if tenants::organization_exists(c, org).map_err(db_err)? {
+        Ok(())
+    } else {
+        Err(format!("no organization {org}"))
+    }
+}
+
+pub fn allow(cmd: AllowCmd) -> Result<Value, String> {
+    match cmd.action {
+        AllowAction::Add(a) => {
+            let name = name_arg(&a.name)?;
+            in_transaction(&a.data_dir, |c| {
+                known_org(c, a.org)?;
+                let added = blocking::allow_add(c, a.org, &name, now()).map_err(db_err)?;
+                Ok(json!({"org": a.org, "name": name, "added": added}))
+            })
+        }
+        AllowAction::Remove(a) => {
+            let name = name_arg(&a.name)?;
+            in_transaction(&a.data_dir, |c| {
+                known_org(c, a.org)?;
+                let removed = blocking::allow_remove(c, a.org, &name).map_err(db_err)?;
+                Ok(json!({"org": a.org, "name": name, "removed": removed}))
+            })
+        }
+        AllowAction::List(a) => {
+            let c = open_db(&a.data_dir)?;
+            known_org(&c, a.org)?;
+            let names = blocking::allow_list(&c, a.org).map_err(db_err)?;
+            Ok(json!({"org": a.org, "names": names}))
+        }
+    }
+}
+
+pub fn blocklist(cmd: BlocklistCmd) -> Result<Value, String> {
+    match cmd.action {
+        BlocklistAction::Check(a) => {
+            let name = name_arg(&a.name)?;
+            let c = open_db(&a.data_dir)?;
+            known_org(&c, a.org)?;
+            let v = blocking::verdict(&c, a.org, &name).map_err(db_err)?;
+            serde_json::to_value(v).map_err(|e| e.to_string())
+        }
+        BlocklistAction::Export(a) => export(a),
+    }
+}
+
+fn export(a: Export) -> Result<Value, String> {
+    if !["plain", "hosts", "rpz"].contains(&a.format.as_str()) {
+        return Err(format!(
+            "--format {:?}: expected plain, hosts or rpz",
+            a.format
+        ));
+    }
+    let mut c = open_db(&a.data_dir)?;
+    // One read transaction: the domain list and the allow list come from the same snapshot.
+    let tx = c.transaction().map_err(|e| e.to_string())?;
+    known_org(&tx, a.org)?;
+    let (blocked, exceptions) = blocking::effective(&tx, a.org).map_err(db_err)?;
+    drop(tx);
+    let Some(path) = a.output else {
+        return Ok(json!({
+            "org": a.org,
+            "entries": blocked.len(),
+            "names": blocked,
+            "exceptions": exceptions,
+        }));
+    };
+    let text = render(&a.format, a.org, &blocked, &exceptions);
+    write_atomically(&path, text.as_bytes())?;
+    Ok(json!({
+        "org": a.org,
+        "format": a.format,
+        "entries": blocked.len(),
+        "exceptions": exceptions.len(),
+        "path": path,
+    }))
+}
+
+/// The list in a resolver's format.
+pub fn render(format: &str, org: i64, blocked: &[String], exceptions: &[String]) -> String {
+    let mut out = String::new();
+    match format {
+        "hosts" => {
+            out.push_str(&format!("# parasol block list of organization {org}\n"));
+            for n in blocked {
+                out.push_str(&format!("0.0.0.0 {n}\n"));
+            }
+        }
+        "rpz" => {
+            let serial = now();
+            out.push_str(&format!(
+                "; parasol block list of organization {org}\n$TTL 60\n\
+                 @ IN SOA localhost. hostmaster.localhost. {serial} 3600 600 86400 60\n\
+                 @ IN NS localhost.\n"
+            ));
+            // Exceptions first: RPZ applies the most specific name, and passthru lets the
+            // allow-listed name (and below) resolve normally.
+            for n in exceptions {
+                out.push_str(&format!(
+                    "{n} CNAME rpz-passthru.\n*.{n} CNAME rpz-passthru.\n"
+                ));
+            }
+            for n in blocked {
+                out.push_str(&format!("{n} CNAME .\n*.{n} CNAME .\n"));
+            }
+        }
+        _ => {
+            for n in blocked {
+                out.push_str(n);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it and renames it over `path`, so a
+/// resolver never reads a half-written list.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    result.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("{}: {e}", path.display())
+    })
+}

@@ -1,0 +1,150 @@
+//! Enforcement on the appliance: each customer's allow list, the effective block list (domain
+//! list minus what the allow list covers) and the answer to "is this name blocked for X".
+//!
+//! A name is blocked when it or one of its parents is on the domain list, unless it or one of its
+//! parents is on the allow list (decisions.md: the allow list wins at enforcement time).
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::Serialize;
+
+use super::Result;
+use crate::enforcement::domain::self_and_parents;
+
+/// Adds a (normalised) name to the organization's allow list. False if it was there already.
+pub fn allow_add(conn: &Connection, org: i64, name: &str, now: i64) -> Result<bool> {
+    Ok(conn.execute(
+        "INSERT OR IGNORE INTO allow_list (organization_id, name, created_at) VALUES (?1, ?2, ?3)",
+        params![org, name, now],
+    )? > 0)
+}
+
+/// Removes a name from the allow list. False if it was not there.
+pub fn allow_remove(conn: &Connection, org: i64, name: &str) -> Result<bool> {
+    Ok(conn.execute(
+        "DELETE FROM allow_list WHERE organization_id = ?1 AND name = ?2",
+        params![org, name],
+    )? > 0)
+}
+
+/// The allow list, by name.
+pub fn allow_list(conn: &Connection, org: i64) -> Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare("SELECT name FROM allow_list WHERE organization_id = ?1 ORDER BY name")?;
+    let rows = stmt.query_map(params![org], |r| r.get(0))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+fn first_match(conn: &Connection, table: &str, org: i64, name: &str) -> Result<Option<String>> {
+    let sql = format!("SELECT 1 FROM {table} WHERE organization_id = ?1 AND name = ?2");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    for candidate in self_and_parents(name) {
+        if stmt
+            .query_row(params![org, candidate], |_| Ok(()))
+            .optional()?
+            .is_some()
+        {
+            return Ok(Some(candidate.to_string()));
+        }
+    }
+    Ok(None)
+}
+
+/// The verdict on one name for one organization.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    pub name: String,
+    pub blocked: bool,
+    /// The domain-list entry that covers the name (itself or its nearest parent).
+    pub listed_as: Option<String>,
+    /// The allow-list entry that covers the name, which wins over the domain list.
+    pub allowed_by: Option<String>,
+}
+
+/// Is `name` (normalised) blocked for the organization?
+pub fn verdict(conn: &Connection, org: i64, name: &str) -> Result<Verdict> {
+    let listed_as = first_match(conn, "domains", org, name)?;
+    let allowed_by = first_match(conn, "allow_list", org, name)?;
+    Ok(Verdict {
+        name: name.to_string(),
+        blocked: listed_as.is_some() && allowed_by.is_none(),
+        listed_as,
+        allowed_by,
+    })
+}
+
+/// The effective block list: listed names not covered by the allow list, in list order, and the
+/// allow-list names that lie under a listed name (exceptions a resolver must let through).
+pub fn effective(conn: &Connection, org: i64) -> Result<(Vec<String>, Vec<String>)> {
+    let allowed: std::collections::HashSet<String> = allow_list(conn, org)?.into_iter().collect();
+    let covered = |name: &str| self_and_parents(name).any(|n| allowed.contains(n));
+    let mut stmt =
+        conn.prepare("SELECT name FROM domains WHERE organization_id = ?1 ORDER BY seq")?;
+    let mut rows = stmt.query(params![org])?;
+    let mut blocked = Vec::new();
+    let mut listed = std::collections::HashSet::new();
+    while let Some(r) = rows.next()? {
+        let name: String = r.get(0)?;
+        if !covered(&name) {
+            blocked.push(name.clone());
+        }
+        listed.insert(name);
+    }
+    let mut exceptions: Vec<String> = allowed
+        .iter()
+        .filter(|a| self_and_parents(a).skip(1).any(|p| listed.contains(p)))
+        .cloned()
+        .collect();
+    exceptions.sort();
+    Ok((blocked, exceptions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tenants::{create_organization, OrgFields, Parent};
+
+    #[test]
+    fn allow_list_wins_for_the_name_and_below() {
+        let mut c = Connection::open_in_memory().unwrap();
+        crate::store::migrate::migrate(&mut c).unwrap();
+        let f = OrgFields {
+            name: "o".into(),
+            seats: 1,
+            ..Default::default()
+        };
+        let org = create_organization(&c, Parent::None, &f, 0).unwrap().id;
+        let other = create_organization(&c, Parent::None, &f, 0).unwrap().id;
+        let names = ["bad.example", "evil.test", "x.safe.test"];
+        for (i, n) in names.iter().enumerate() {
+            c.execute(
+                "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
+                 VALUES (?1, ?2, ?3, 0, 0)",
+                params![org, n, i as i64],
+            )
+            .unwrap();
+        }
+        assert!(allow_add(&c, org, "good.bad.example", 0).unwrap());
+        assert!(!allow_add(&c, org, "good.bad.example", 0).unwrap());
+        assert!(allow_add(&c, org, "safe.test", 0).unwrap());
+
+        let v = verdict(&c, org, "www.bad.example").unwrap();
+        assert!(v.blocked);
+        assert_eq!(v.listed_as.as_deref(), Some("bad.example"));
+        let v = verdict(&c, org, "a.good.bad.example").unwrap();
+        assert!(!v.blocked);
+        assert_eq!(v.allowed_by.as_deref(), Some("good.bad.example"));
+        assert!(!verdict(&c, org, "x.safe.test").unwrap().blocked);
+        assert!(!verdict(&c, org, "unlisted.example").unwrap().blocked);
+        // Another organization's lists play no part.
+        assert!(!verdict(&c, other, "bad.example").unwrap().blocked);
+
+        let (blocked, exceptions) = effective(&c, org).unwrap();
+        assert_eq!(blocked, vec!["bad.example", "evil.test"]);
+        assert_eq!(exceptions, vec!["good.bad.example"]);
+        assert!(allow_remove(&c, org, "safe.test").unwrap());
+        assert!(!allow_remove(&c, org, "safe.test").unwrap());
+        assert_eq!(allow_list(&c, org).unwrap(), vec!["good.bad.example"]);
+        assert!(verdict(&c, org, "x.safe.test").unwrap().blocked);
+    }
+}
