@@ -97,7 +97,7 @@ pub async fn authenticate(state: &AppState, ctx: &RequestCtx) -> Result<Scope, M
         .map(|c| c.secret_hash.clone())
         .unwrap_or_else(|| crate::secrets::dummy_hash().to_string());
     let check_secret = secret.clone();
-    let ok = tokio::task::spawn_blocking(move || crate::secrets::verify(&check_secret, &hash))
+    let ok = crate::secrets::run_limited(move || crate::secrets::verify(&check_secret, &hash))
         .await
         .unwrap_or(false);
     match stored {
