@@ -212,6 +212,41 @@ pub fn is_email(s: &str) -> bool {
             .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && !b.ends_with('.'))
 }
 
+// ---------------------------------------------------------------- checked writes and lookups
+
+/// The outcome of a store job that checks before it writes: the outer `Err` is a database
+/// failure (500), the inner one the refusal to answer (400, 404, 409).
+pub type Checked<T> = crate::store::Result<Result<T, MgmtError>>;
+
+/// Runs a checking write in the writer; its checks and its changes share one transaction.
+pub async fn write_checked<T: Send + 'static>(
+    state: &crate::server::AppState,
+    f: impl FnOnce(&rusqlite::Connection) -> Checked<T> + Send + 'static,
+) -> Result<T, MgmtError> {
+    state.store.write(f).await?
+}
+
+/// 200 with the record, or 404 when there is none.
+pub fn found<T: serde::Serialize>(rec: Option<T>) -> Result<Response<Body>, MgmtError> {
+    rec.map(|r| ok(&r)).ok_or(MgmtError::NotFound)
+}
+
+impl Input<'_> {
+    /// A required secret: a non-empty string of at most 1024 characters, kept exactly as sent
+    /// (no trimming: spaces may be part of a password).
+    pub fn req_secret(&self, field: &str) -> Result<String, MgmtError> {
+        match self.get(field) {
+            None => Err(bad(field, "is required")),
+            Some(Value::String(s)) if s.is_empty() => Err(bad(field, "is required")),
+            Some(Value::String(s)) if s.chars().count() > 1024 => {
+                Err(bad(field, "must be at most 1024 characters"))
+            }
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(_) => Err(bad(field, "must be a string")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,7 @@ pub mod networks;
 pub mod roaming;
 pub mod roles;
 pub mod sites;
+pub mod timezones;
 pub mod users;
 
 use bytes::Bytes;

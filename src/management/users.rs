@@ -1,20 +1,107 @@
-//! users of an organization (work in progress on the resources branch).
+//! Users of an organization (`/v1/organizations/{id}/users`): create, list, read, delete.
+//!
+//! The password is required on input and kept only as an argon2id hash, computed on the bounded
+//! hashing executor; no response carries it. E-mail addresses are unique per organization,
+//! ignoring case (409).
 
 use bytes::Bytes;
 use hyper::Response;
+use rusqlite::Connection;
+use serde_json::{Map, Value};
 
+use super::common::{found, object_body, ok, paging, write_checked, Checked, Input};
+use super::timezones;
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::server::{AppState, RequestCtx};
+use crate::store::users::{self as store, UserFields, UserRecord};
+use crate::timefmt::now;
 
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
-    _state: &AppState,
-    _ep: MgmtEndpoint,
-    _org: i64,
-    _ctx: &RequestCtx,
-    _body: Bytes,
+    state: &AppState,
+    ep: MgmtEndpoint,
+    org: i64,
+    ctx: &RequestCtx,
+    body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    Err(MgmtError::NotFound)
+    use MgmtEndpoint::*;
+    match ep {
+        ListUsers { .. } => {
+            let p = paging(ctx)?;
+            let list = state
+                .store
+                .read(move |c| store::list(c, org, p.limit, p.offset))
+                .await?;
+            Ok(ok(&list))
+        }
+        GetUser { id, .. } => found(state.store.read(move |c| store::get(c, org, id)).await?),
+        CreateUser { .. } => {
+            let (f, password) = user_input(&object_body(ctx, &body)?)?;
+            // SECURITY: argon2 is slow and memory-hungry on purpose; the bounded executor keeps a
+            // burst of creates from running more hashes at once than there are cores.
+            let hash = crate::secrets::run_limited(move || crate::secrets::hash(&password))
+                .await
+                .ok_or(MgmtError::Internal)?;
+            let rec = write_checked(state, move |c| create_user(c, org, &f, &hash, now())).await?;
+            Ok(ok(&rec))
+        }
+        DeleteUser { id, .. } => found(
+            state
+                .store
+                .write(move |c| store::delete(c, org, id))
+                .await?,
+        ),
+        _ => Err(MgmtError::NotFound),
+    }
+}
+
+/// Validates a User input object, fields in the spec's order; returns the fields and the
+/// password (to be hashed by the caller).
+pub fn user_input(m: &Map<String, Value>) -> Result<(UserFields, String), MgmtError> {
+    let i = Input(m);
+    let firstname = i.req_str("firstname")?;
+    let lastname = i.req_str("lastname")?;
+    let email = i.req_email("email")?;
+    let password = i.req_secret("password")?;
+    let role_id = i.req_int("roleId")?;
+    let timezone = i.req_str("timezone")?;
+    if !timezones::is_iana(&timezone) {
+        return Err(MgmtError::BadRequest(
+            "timezone must be an IANA time zone name such as UTC or Europe/Berlin".into(),
+        ));
+    }
+    let f = UserFields {
+        firstname,
+        lastname,
+        email,
+        role_id,
+        timezone,
+    };
+    Ok((f, password))
+}
+
+/// Creates a user after checking the role (400) and that the e-mail address is free in the
+/// organization (409). Used by the API and the command line.
+pub fn create_user(
+    c: &Connection,
+    org: i64,
+    f: &UserFields,
+    password_hash: &str,
+    now: i64,
+) -> Checked<UserRecord> {
+    if !store::role_exists(c, f.role_id)? {
+        return Ok(Err(MgmtError::BadRequest(
+            "roleId must be the id of a role (see GET /v1/organizations/{organizationId}/roles)"
+                .into(),
+        )));
+    }
+    if store::email_taken(c, org, &f.email)? {
+        return Ok(Err(MgmtError::Conflict(format!(
+            "a user with email {} already exists in this organization",
+            f.email
+        ))));
+    }
+    Ok(Ok(store::create(c, org, f, password_hash, now)?))
 }

@@ -5,9 +5,12 @@
 pub mod blocking;
 pub mod customers;
 pub mod domains;
+pub mod internal_networks;
 pub mod migrate;
 pub mod resources;
+pub mod sites;
 pub mod tenants;
+pub mod users;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,135 @@
+//! Internal networks of an organization. `internalNetworkId` is the network's `originId`, drawn
+//! from the shared identity sequence; `siteName` is read through the site, so it follows renames.
+
+use rusqlite::{params, Connection, OptionalExtension, Row};
+use serde::Serialize;
+
+use super::tenants;
+use super::Result;
+use crate::timefmt::rfc3339;
+
+/// The InternalNetwork record, exactly the spec's fields in the spec's order.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InternalNetworkRecord {
+    pub origin_id: i64,
+    pub name: String,
+    pub ip_address: String,
+    pub prefix_length: i64,
+    pub site_name: String,
+    pub site_id: i64,
+    pub created_at: String,
+    pub modified_at: String,
+}
+
+/// The input fields of an internal network (create and the full-replacement update).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InternalNetworkFields {
+    pub name: String,
+    pub ip_address: String,
+    pub prefix_length: i64,
+    pub site_id: i64,
+}
+
+const SELECT: &str = "SELECT n.origin_id, n.name, n.ip_address, n.prefix_length, s.name,
+        n.site_id, n.created_at, n.modified_at
+    FROM internal_networks n JOIN sites s ON s.id = n.site_id";
+
+fn record(r: &Row<'_>) -> rusqlite::Result<InternalNetworkRecord> {
+    Ok(InternalNetworkRecord {
+        origin_id: r.get(0)?,
+        name: r.get(1)?,
+        ip_address: r.get(2)?,
+        prefix_length: r.get(3)?,
+        site_name: r.get(4)?,
+        site_id: r.get(5)?,
+        created_at: rfc3339(r.get(6)?),
+        modified_at: rfc3339(r.get(7)?),
+    })
+}
+
+/// One page of the organization's internal networks, ordered by id.
+pub fn list(
+    conn: &Connection,
+    org: i64,
+    limit: i64,
+    offset: i64,
+) -> Result<Vec<InternalNetworkRecord>> {
+    let sql =
+        format!("{SELECT} WHERE n.organization_id = ?1 ORDER BY n.origin_id LIMIT ?2 OFFSET ?3");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![org, limit, offset], record)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// One internal network of the organization, if it exists there.
+pub fn get(conn: &Connection, org: i64, id: i64) -> Result<Option<InternalNetworkRecord>> {
+    let sql = format!("{SELECT} WHERE n.organization_id = ?1 AND n.origin_id = ?2");
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![org, id], record)
+        .optional()?)
+}
+
+/// Creates an internal network; the caller has checked that the site belongs to `org`.
+pub fn create(
+    conn: &Connection,
+    org: i64,
+    f: &InternalNetworkFields,
+    now: i64,
+) -> Result<InternalNetworkRecord> {
+    let id = tenants::new_origin(conn, "internal_network")?;
+    conn.execute(
+        "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
+            prefix_length, site_id, created_at, modified_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+        params![
+            id,
+            org,
+            f.name,
+            f.ip_address,
+            f.prefix_length,
+            f.site_id,
+            now
+        ],
+    )?;
+    get(conn, org, id)?.ok_or_else(|| super::StoreError::Aborted("network vanished".into()))
+}
+
+/// Replaces an internal network's fields (a move when the site changes). `None` if the
+/// organization has no such network; the caller has checked the site.
+pub fn update(
+    conn: &Connection,
+    org: i64,
+    id: i64,
+    f: &InternalNetworkFields,
+    now: i64,
+) -> Result<Option<InternalNetworkRecord>> {
+    conn.execute(
+        "UPDATE internal_networks SET name = ?3, ip_address = ?4, prefix_length = ?5,
+            site_id = ?6, modified_at = ?7
+         WHERE organization_id = ?1 AND origin_id = ?2",
+        params![
+            org,
+            id,
+            f.name,
+            f.ip_address,
+            f.prefix_length,
+            f.site_id,
+            now
+        ],
+    )?;
+    get(conn, org, id)
+}
+
+/// Deletes an internal network and returns it as it was. `None` if there is no such network.
+pub fn delete(conn: &Connection, org: i64, id: i64) -> Result<Option<InternalNetworkRecord>> {
+    let Some(rec) = get(conn, org, id)? else {
+        return Ok(None);
+    };
+    conn.execute(
+        "DELETE FROM internal_networks WHERE organization_id = ?1 AND origin_id = ?2",
+        params![org, id],
+    )?;
+    Ok(Some(rec))
+}
