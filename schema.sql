@@ -163,6 +163,9 @@ CREATE TABLE origins (
     id   INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL
 );
+-- originIds start above 10,000,000 (eight digits, like the cloud's), so that they never coincide
+-- with a siteId and a client that mixes the two up fails at once instead of by chance.
+INSERT INTO sqlite_sequence (name, seq) VALUES ('origins', 10000000);
 
 CREATE TABLE sites (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,  -- siteId
