@@ -3,6 +3,7 @@
 //! and exits with status 1.
 
 mod lists;
+mod org_resources;
 mod serve;
 mod tenants;
 
@@ -32,6 +33,10 @@ pub enum Command {
     Credential(tenants::CredentialCmd),
     Allow(lists::AllowCmd),
     Blocklist(lists::BlocklistCmd),
+    Site(org_resources::SiteCmd),
+    InternalNetwork(org_resources::InternalNetworkCmd),
+    User(org_resources::UserCmd),
+    Package(org_resources::PackageCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -61,6 +66,10 @@ pub fn main(cli: Cli) -> i32 {
         Command::Credential(c) => tenants::credential(c),
         Command::Allow(c) => lists::allow(c),
         Command::Blocklist(c) => lists::blocklist(c),
+        Command::Site(c) => org_resources::site(c),
+        Command::InternalNetwork(c) => org_resources::internal_network(c),
+        Command::User(c) => org_resources::user(c),
+        Command::Package(c) => org_resources::package(c),
     };
     print_result(result)
 }

@@ -255,6 +255,25 @@ pub fn delete(conn: &Connection, parent: Parent, customer: i64) -> Result<Option
     Ok(Some(rec))
 }
 
+/// A subscribable package, as listed for operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Package {
+    pub id: i64,
+    pub name: String,
+}
+
+/// All packages, ordered by id.
+pub fn list_packages(conn: &Connection) -> Result<Vec<Package>> {
+    let mut stmt = conn.prepare_cached("SELECT id, name FROM packages ORDER BY id")?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Package {
+            id: r.get(0)?,
+            name: r.get(1)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -101,6 +101,14 @@ pub fn name_of(conn: &Connection, org: i64, site: i64) -> Result<Option<String>>
         .optional()?)
 }
 
+/// The organization's default site, if the organization exists.
+pub fn default_site(conn: &Connection, org: i64) -> Result<Option<i64>> {
+    Ok(conn
+        .prepare_cached("SELECT id FROM sites WHERE organization_id = ?1 AND is_default = 1")?
+        .query_row(params![org], |r| r.get(0))
+        .optional()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,247 @@
+//! Operators' commands for an organization's sites, internal networks and users, and the package
+//! list. Input goes through the management interface's own validation and checks (the same
+//! functions), so the command line accepts exactly what the API accepts; errors name the flag.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+
+use argh::FromArgs;
+use serde_json::{json, Map, Value};
+
+use super::tenants::{db_err, require_org, to_flag_message};
+use super::{default_data_dir, in_transaction, open_db};
+use crate::error::MgmtError;
+use crate::management::common::Checked;
+use crate::management::internal_networks::{create_internal_network, internal_network_input};
+use crate::management::sites::site_input;
+use crate::management::users::{create_user, user_input};
+use crate::store::{customers, sites};
+use crate::timefmt::now;
+
+/// An API refusal in the command line's words: a validation message names the flag.
+fn refusal(e: MgmtError) -> String {
+    match e {
+        MgmtError::BadRequest(m) => to_flag_message(&m),
+        MgmtError::Conflict(m) => m,
+        other => format!("{other:?}"),
+    }
+}
+
+/// Unwraps a checked store job for the command line.
+fn checked<T: serde::Serialize>(r: Checked<T>) -> Result<Value, String> {
+    let rec = r.map_err(db_err)?.map_err(refusal)?;
+    serde_json::to_value(rec).map_err(|e| e.to_string())
+}
+
+fn object(v: Value) -> Map<String, Value> {
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// Sites of an organization.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "site")]
+pub struct SiteCmd {
+    #[argh(subcommand)]
+    pub action: SiteAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum SiteAction {
+    Create(SiteCreate),
+}
+
+/// Create a site; prints it as the management interface shows it.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct SiteCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// site name
+    #[argh(option)]
+    pub name: String,
+}
+
+pub fn site(cmd: SiteCmd) -> Result<Value, String> {
+    let SiteAction::Create(a) = cmd.action;
+    let name = site_input(&object(json!({ "name": a.name }))).map_err(refusal)?;
+    in_transaction(&a.data_dir, |c| {
+        require_org(c, a.org)?;
+        let rec = sites::create(c, a.org, &name, now()).map_err(db_err)?;
+        serde_json::to_value(rec).map_err(|e| e.to_string())
+    })
+}
+
+/// Internal networks of an organization.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "internal-network")]
+pub struct InternalNetworkCmd {
+    #[argh(subcommand)]
+    pub action: InternalNetworkAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum InternalNetworkAction {
+    Create(InternalNetworkCreate),
+}
+
+/// Create an internal network; prints it as the management interface shows it.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct InternalNetworkCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// network name (label)
+    #[argh(option)]
+    pub name: String,
+    /// IPv4 address of the network
+    #[argh(option)]
+    pub ip_address: String,
+    /// prefix length, 8 to 32
+    #[argh(option)]
+    pub prefix_length: i64,
+    /// site id (default: the organization's default site)
+    #[argh(option)]
+    pub site_id: Option<i64>,
+}
+
+pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
+    let InternalNetworkAction::Create(a) = cmd.action;
+    in_transaction(&a.data_dir, |c| {
+        require_org(c, a.org)?;
+        let site = match a.site_id {
+            Some(s) => s,
+            None => sites::default_site(c, a.org)
+                .map_err(db_err)?
+                .ok_or_else(|| format!("organization {} has no default site", a.org))?,
+        };
+        let input = json!({
+            "name": a.name,
+            "ipAddress": a.ip_address,
+            "prefixLength": a.prefix_length,
+            "siteId": site,
+        });
+        let f = internal_network_input(&object(input)).map_err(refusal)?;
+        checked(create_internal_network(c, a.org, &f, now()))
+    })
+}
+
+/// Users of an organization.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "user")]
+pub struct UserCmd {
+    #[argh(subcommand)]
+    pub action: UserAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum UserAction {
+    Create(UserCreate),
+}
+
+/// Create a user; prints it as the management interface shows it (never the password).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "create")]
+pub struct UserCreate {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// first name
+    #[argh(option)]
+    pub firstname: String,
+    /// last name
+    #[argh(option)]
+    pub lastname: String,
+    /// e-mail address (unique in the organization, ignoring case)
+    #[argh(option)]
+    pub email: String,
+    /// role id, 1 to 6 (default 1, Full Admin)
+    #[argh(option, default = "1")]
+    pub role_id: i64,
+    /// IANA time zone name (default UTC)
+    #[argh(option, default = "String::from(\"UTC\")")]
+    pub timezone: String,
+    /// password (visible to other local users in the process list; prefer --password-stdin)
+    #[argh(option)]
+    pub password: Option<String>,
+    /// read the password from the first line of standard input
+    #[argh(switch)]
+    pub password_stdin: bool,
+}
+
+pub fn user(cmd: UserCmd) -> Result<Value, String> {
+    let UserAction::Create(a) = cmd.action;
+    let password = match (a.password, a.password_stdin) {
+        (Some(_), true) => return Err("give --password or --password-stdin, not both".into()),
+        (Some(p), false) => p,
+        (None, true) => {
+            let mut line = String::new();
+            std::io::stdin()
+                .lock()
+                .read_line(&mut line)
+                .map_err(|e| format!("standard input: {e}"))?;
+            line.trim_end_matches(['\n', '\r']).to_string()
+        }
+        (None, false) => return Err("--password or --password-stdin is required".into()),
+    };
+    let input = json!({
+        "firstname": a.firstname,
+        "lastname": a.lastname,
+        "email": a.email,
+        "password": password,
+        "roleId": a.role_id,
+        "timezone": a.timezone,
+    });
+    let (f, password) = user_input(&object(input)).map_err(refusal)?;
+    let hash = crate::secrets::hash(&password);
+    in_transaction(&a.data_dir, |c| {
+        require_org(c, a.org)?;
+        checked(create_user(c, a.org, &f, &hash, now()))
+    })
+}
+
+/// Subscribable packages (the `packageId` of providers and customers).
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "package")]
+pub struct PackageCmd {
+    #[argh(subcommand)]
+    pub action: PackageAction,
+}
+
+#[derive(FromArgs, Debug)]
+#[argh(subcommand)]
+pub enum PackageAction {
+    List(PackageList),
+}
+
+/// List the packages with their ids.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct PackageList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+}
+
+pub fn package(cmd: PackageCmd) -> Result<Value, String> {
+    let PackageAction::List(a) = cmd.action;
+    let c = open_db(&a.data_dir)?;
+    let list = customers::list_packages(&c).map_err(db_err)?;
+    serde_json::to_value(list).map_err(|e| e.to_string())
+}
