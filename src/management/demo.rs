@@ -8,11 +8,12 @@ use crate::store::tenants;
 pub fn fill_organization(
     conn: &Connection,
     org: i64,
-    _default_site: i64,
+    default_site: i64,
     n: usize,
     now: i64,
 ) -> crate::store::Result<()> {
     let second = if n == 0 { "Branch Office" } else { "Warehouse" };
-    tenants::create_site(conn, org, second, false, now)?;
+    let second_site = tenants::create_site(conn, org, second, false, now)?;
+    crate::store::devices::fill_devices(conn, org, default_site, second_site, n, now)?;
     Ok(())
 }
