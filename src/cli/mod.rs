@@ -2,6 +2,7 @@
 //! command prints JSON on standard output; a failure prints `{"error": "..."}` on standard error
 //! and exits with status 1.
 
+mod devices;
 mod lists;
 mod serve;
 mod tenants;
@@ -32,6 +33,9 @@ pub enum Command {
     Credential(tenants::CredentialCmd),
     Allow(lists::AllowCmd),
     Blocklist(lists::BlocklistCmd),
+    Network(devices::NetworkCmd),
+    Roaming(devices::RoamingCmd),
+    Va(devices::VaCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -61,6 +65,9 @@ pub fn main(cli: Cli) -> i32 {
         Command::Credential(c) => tenants::credential(c),
         Command::Allow(c) => lists::allow(c),
         Command::Blocklist(c) => lists::blocklist(c),
+        Command::Network(c) => devices::network(c),
+        Command::Roaming(c) => devices::roaming(c),
+        Command::Va(c) => devices::va(c),
     };
     print_result(result)
 }

@@ -13,7 +13,7 @@ use crate::store::customers;
 use crate::store::tenants::{self, NewServiceProvider, Parent, Scope};
 use crate::timefmt::{now, parse_rfc3339, rfc3339};
 
-fn db_err(e: crate::store::StoreError) -> String {
+pub(super) fn db_err(e: crate::store::StoreError) -> String {
     e.to_string()
 }
 
@@ -288,7 +288,7 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
 
 /// Turns an API validation message (`streetAddress is required`) into the flag's spelling
 /// (`--street-address is required`).
-fn to_flag_message(m: &str) -> String {
+pub(super) fn to_flag_message(m: &str) -> String {
     let (field, rest) = m.split_once(' ').unwrap_or((m, ""));
     let flag = match field {
         "customerName" => "--name".to_string(),
@@ -375,7 +375,7 @@ pub struct KeyRotate {
     pub org: i64,
 }
 
-fn require_org(c: &rusqlite::Connection, org: i64) -> Result<(), String> {
+pub(super) fn require_org(c: &rusqlite::Connection, org: i64) -> Result<(), String> {
     if tenants::organization_exists(c, org).map_err(db_err)? {
         Ok(())
     } else {
