@@ -37,31 +37,6 @@ const SERVICE_PROVIDER_FIELDS: &[&str] = &[
     "expiresAt",
 ];
 
-fn assert_fields(v: &Value, expected: &[&str]) {
-    let mut got: Vec<&str> = v
-        .as_object()
-        .unwrap_or_else(|| panic!("not an object: {v}"))
-        .keys()
-        .map(String::as_str)
-        .collect();
-    let mut want = expected.to_vec();
-    got.sort_unstable();
-    want.sort_unstable();
-    assert_eq!(got, want, "{v}");
-}
-
-fn assert_mgmt_error(r: &Resp, status: u16, needle: &str) {
-    assert_eq!(r.status, status, "{}", r.text());
-    assert_eq!(r.header("content-type"), Some("application/json"));
-    let b = r.json();
-    assert_fields(&b, &["statusCode", "error", "message", "txId"]);
-    assert_eq!(b["statusCode"], status);
-    assert!(
-        b["message"].as_str().unwrap().contains(needle),
-        "{b} should mention {needle}"
-    );
-}
-
 fn customer(name: &str) -> Value {
     json!({
         "customerName": name,

@@ -609,3 +609,31 @@ impl Client {
         .await
     }
 }
+
+/// Asserts that `v` is an object with exactly the members `expected`, no more, no fewer.
+pub fn assert_fields(v: &Value, expected: &[&str]) {
+    let mut got: Vec<&str> = v
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {v}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = expected.to_vec();
+    got.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(got, want, "{v}");
+}
+
+/// Asserts a management error of `status` in the full error shape whose message contains
+/// `needle`.
+pub fn assert_mgmt_error(r: &Resp, status: u16, needle: &str) {
+    assert_eq!(r.status, status, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    let b = r.json();
+    assert_fields(&b, &["statusCode", "error", "message", "txId"]);
+    assert_eq!(b["statusCode"], status);
+    assert!(
+        b["message"].as_str().unwrap().contains(needle),
+        "{b} should mention {needle}"
+    );
+}
