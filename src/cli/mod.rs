@@ -2,6 +2,7 @@
 //! command prints JSON on standard output; a failure prints `{"error": "..."}` on standard error
 //! and exits with status 1.
 
+mod devices;
 mod lists;
 mod org_resources;
 mod serve;
@@ -37,6 +38,9 @@ pub enum Command {
     InternalNetwork(org_resources::InternalNetworkCmd),
     User(org_resources::UserCmd),
     Package(org_resources::PackageCmd),
+    Network(devices::NetworkCmd),
+    Roaming(devices::RoamingCmd),
+    Va(devices::VaCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -70,6 +74,9 @@ pub fn main(cli: Cli) -> i32 {
         Command::InternalNetwork(c) => org_resources::internal_network(c),
         Command::User(c) => org_resources::user(c),
         Command::Package(c) => org_resources::package(c),
+        Command::Network(c) => devices::network(c),
+        Command::Roaming(c) => devices::roaming(c),
+        Command::Va(c) => devices::va(c),
     };
     print_result(result)
 }

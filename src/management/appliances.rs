@@ -1,20 +1,180 @@
-//! appliances of an organization (work in progress on the resources branch).
+//! Virtual appliances of an organization (`/v1/organizations/{id}/virtualappliances`): list,
+//! read, move to another site of the organization, delete. Operators register them with
+//! `parasol va register`, validated here.
 
 use bytes::Bytes;
 use hyper::Response;
+use serde_json::{Map, Value};
 
+use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::server::{AppState, RequestCtx};
+use crate::store::devices::{self as store, ApplianceSettings, ApplianceState, NewAppliance};
+use crate::timefmt::{now, rfc3339};
 
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
-    _state: &AppState,
-    _ep: MgmtEndpoint,
-    _org: i64,
-    _ctx: &RequestCtx,
-    _body: Bytes,
+    state: &AppState,
+    ep: MgmtEndpoint,
+    org: i64,
+    ctx: &RequestCtx,
+    body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    Err(MgmtError::NotFound)
+    use MgmtEndpoint::*;
+    match ep {
+        ListVirtualAppliances { .. } => {
+            let p = paging(ctx)?;
+            let list = state
+                .store
+                .read(move |c| store::list_appliances(c, org, p.limit, p.offset))
+                .await?;
+            Ok(ok(&list))
+        }
+        GetVirtualAppliance { id, .. } => found(
+            state
+                .store
+                .read(move |c| store::get_appliance(c, org, id))
+                .await?,
+        ),
+        UpdateVirtualAppliance { id, .. } => {
+            // `siteId` is the only input field; the rest of the record is output only.
+            let site = Input(&object_body(ctx, &body)?).req_int("siteId")?;
+            // The site check is validation (400) and so comes before the appliance's existence
+            // (404); both run in the writer's transaction with the move.
+            let moved = state
+                .store
+                .write(move |c| {
+                    if !store::site_in_organization(c, org, site)? {
+                        return Ok(Err(unknown_site()));
+                    }
+                    Ok(store::move_appliance(c, org, id, site, now())?.ok_or(MgmtError::NotFound))
+                })
+                .await??;
+            Ok(ok(&moved))
+        }
+        DeleteVirtualAppliance { id, .. } => found(
+            state
+                .store
+                .write(move |c| store::delete_appliance(c, org, id))
+                .await?,
+        ),
+        _ => Err(MgmtError::NotFound),
+    }
+}
+
+/// The 400 for a `siteId` that is not a site of the organization.
+pub fn unknown_site() -> MgmtError {
+    MgmtError::BadRequest("siteId must be the id of a site of the organization".into())
+}
+
+/// Prefixes a nested object's validation message with the member holding it (`state.syncing`).
+fn within(member: &str, e: MgmtError) -> MgmtError {
+    match e {
+        MgmtError::BadRequest(m) => MgmtError::BadRequest(format!("{member}.{m}")),
+        other => other,
+    }
+}
+
+/// The optional object member `member` (absent or null: empty), refusing members outside
+/// `allowed` so that a misspelt one is not silently dropped.
+fn sub_object<'a>(
+    m: &'a Map<String, Value>,
+    member: &str,
+    allowed: &[&str],
+) -> Result<Option<&'a Map<String, Value>>, MgmtError> {
+    match m.get(member) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => match o.keys().find(|k| !allowed.contains(&k.as_str())) {
+            Some(k) => Err(MgmtError::BadRequest(format!(
+                "{member}.{k} is not a member of {member} (allowed: {})",
+                allowed.join(", ")
+            ))),
+            None => Ok(Some(o)),
+        },
+        Some(_) => Err(MgmtError::BadRequest(format!("{member} must be an object"))),
+    }
+}
+
+const STATE_MEMBERS: &[&str] = &[
+    "connectedToConnector",
+    "hasLocalDomainConfigured",
+    "queryFailureRateAcceptable",
+    "receivedInternalDNSQueries",
+    "redundantWithinSite",
+    "syncing",
+];
+const SETTINGS_MEMBERS: &[&str] = &[
+    "internalIPs",
+    "externalIP",
+    "hostType",
+    "uptime",
+    "isDnscryptEnabled",
+    "version",
+    "upgradeError",
+    "domains",
+    "lastSyncTime",
+];
+
+/// Validates a virtual appliance's registration: `name` and `siteId` required (the caller checks
+/// that the site belongs to the organization); `isUpgradable`, `type` (default
+/// virtual_appliance), `health` (default okay) optional; `state` and `settings` objects with the
+/// spec's members only, each of the spec's type (IPv4 addresses, `uptime` >= 0, `lastSyncTime`
+/// RFC 3339).
+pub fn appliance_input(m: &Map<String, Value>) -> Result<NewAppliance, MgmtError> {
+    let i = Input(m);
+    let name = i.req_str("name")?;
+    let site_id = i.req_int("siteId")?;
+    let is_upgradable = i.opt_bool("isUpgradable")?.unwrap_or(false);
+    let empty = Map::new();
+    let s = Input(sub_object(m, "state", STATE_MEMBERS)?.unwrap_or(&empty));
+    let state = (|| {
+        Ok(ApplianceState {
+            connected_to_connector: s.opt_str("connectedToConnector")?,
+            has_local_domain_configured: s.opt_str("hasLocalDomainConfigured")?,
+            query_failure_rate_acceptable: s.opt_str("queryFailureRateAcceptable")?,
+            received_internal_dns_queries: s.opt_str("receivedInternalDNSQueries")?,
+            redundant_within_site: s.opt_str("redundantWithinSite")?,
+            syncing: s.opt_str("syncing")?,
+        })
+    })()
+    .map_err(|e| within("state", e))?;
+    let health = i.opt_str("health")?.unwrap_or_else(|| "okay".into());
+    let kind = i
+        .opt_str("type")?
+        .unwrap_or_else(|| "virtual_appliance".into());
+    let t = Input(sub_object(m, "settings", SETTINGS_MEMBERS)?.unwrap_or(&empty));
+    let settings = (|| {
+        let internal_ips = t.opt_strings("internalIPs")?;
+        if internal_ips
+            .iter()
+            .any(|a| a.parse::<std::net::Ipv4Addr>().is_err())
+        {
+            return Err(MgmtError::BadRequest(
+                "internalIPs must be an array of IPv4 addresses".into(),
+            ));
+        }
+        Ok(ApplianceSettings {
+            internal_ips,
+            external_ip: t.opt_ipv4("externalIP")?,
+            host_type: t.opt_str("hostType")?,
+            uptime: t.opt_int_in("uptime", 0..=i64::MAX)?,
+            is_dnscrypt_enabled: t.opt_bool("isDnscryptEnabled")?,
+            version: t.opt_str("version")?,
+            upgrade_error: t.opt_str("upgradeError")?,
+            domains: t.opt_strings("domains")?,
+            last_sync_time: t.opt_time("lastSyncTime")?.map(rfc3339),
+        })
+    })()
+    .map_err(|e| within("settings", e))?;
+    Ok(NewAppliance {
+        name,
+        site_id,
+        is_upgradable,
+        state,
+        health,
+        kind,
+        settings,
+    })
 }

@@ -247,6 +247,78 @@ impl Input<'_> {
     }
 }
 
+/// Optional inputs of other types (device registration by operators), each error naming the field.
+impl Input<'_> {
+    /// An optional boolean.
+    pub fn opt_bool(&self, field: &str) -> Result<Option<bool>, MgmtError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| bad(field, "must be a boolean")),
+        }
+    }
+
+    /// An optional integer within `range`.
+    pub fn opt_int_in(
+        &self,
+        field: &str,
+        range: std::ops::RangeInclusive<i64>,
+    ) -> Result<Option<i64>, MgmtError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(_) => self.req_int_in(field, range).map(Some),
+        }
+    }
+
+    /// An optional string that must be one of `allowed` (exact spelling).
+    pub fn opt_one_of(&self, field: &str, allowed: &[&str]) -> Result<Option<String>, MgmtError> {
+        match self.opt_str(field)? {
+            Some(s) if !allowed.contains(&s.as_str()) => Err(bad(
+                field,
+                &format!("must be one of {}", allowed.join(", ")),
+            )),
+            other => Ok(other),
+        }
+    }
+
+    /// An optional RFC 3339 date-time, as epoch seconds.
+    pub fn opt_time(&self, field: &str) -> Result<Option<i64>, MgmtError> {
+        match self.opt_str(field)? {
+            None => Ok(None),
+            Some(s) => crate::timefmt::parse_rfc3339(&s)
+                .map(Some)
+                .ok_or_else(|| bad(field, "must be an RFC 3339 date-time")),
+        }
+    }
+
+    /// An optional IPv4 address in dotted-decimal form.
+    pub fn opt_ipv4(&self, field: &str) -> Result<Option<String>, MgmtError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(_) => self.req_ipv4(field).map(Some),
+        }
+    }
+
+    /// An optional array of non-empty strings (absent: empty), at most 100 of them.
+    pub fn opt_strings(&self, field: &str) -> Result<Vec<String>, MgmtError> {
+        match self.get(field) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(items)) if items.len() <= 100 => items
+                .iter()
+                .map(|i| match i.as_str().map(str::trim) {
+                    Some(s) if !s.is_empty() && s.len() <= 255 && !s.contains(char::is_control) => {
+                        Ok(s.to_string())
+                    }
+                    _ => Err(bad(field, "must be an array of strings")),
+                })
+                .collect(),
+            Some(_) => Err(bad(field, "must be an array of at most 100 strings")),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,5 +15,6 @@ pub fn fill_organization(
     let second = if n == 0 { "Branch Office" } else { "Warehouse" };
     let second_site = tenants::create_site(conn, org, second, false, now)?;
     crate::store::users::fill_people_and_networks(conn, org, default_site, second_site, n, now)?;
+    crate::store::devices::fill_devices(conn, org, default_site, second_site, n, now)?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 
 pub mod blocking;
 pub mod customers;
+pub mod devices;
 pub mod domains;
 pub mod internal_networks;
 pub mod migrate;
