@@ -106,6 +106,25 @@ fn insert_va(s: &TestServer, org: i64, site: i64) -> i64 {
     id
 }
 
+/// Creates a site, an internal network on it and a user; returns their ids.
+async fn seed(s: &TestServer, org: i64, cred: &Cred) -> (i64, i64, i64) {
+    let id = |v: Value, key: &str| v[key].as_i64().unwrap();
+    let site = call(
+        s,
+        "POST",
+        &path(org, "sites"),
+        cred,
+        Some(&json!({"name": "s"})),
+    )
+    .await;
+    let site = id(site, "siteId");
+    let net = network("n", site);
+    let net = call(s, "POST", &path(org, "internalnetworks"), cred, Some(&net)).await;
+    let usr = user("u@example.com");
+    let usr = call(s, "POST", &path(org, "users"), cred, Some(&usr)).await;
+    (site, id(net, "originId"), id(usr, "id"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sites_create_read_update_delete_with_exact_fields() {
     let s = TestServer::start().await;
@@ -596,36 +615,7 @@ async fn unknown_ids_and_organizations_out_of_scope_are_404() {
     let w = s.world();
     // One site, internal network and user in the service provider's customer.
     let org = w.sp_org;
-    let site = call(
-        &s,
-        "POST",
-        &path(org, "sites"),
-        &w.sp_cred,
-        Some(&json!({"name": "s"})),
-    )
-    .await["siteId"]
-        .as_i64()
-        .unwrap();
-    let net = call(
-        &s,
-        "POST",
-        &path(org, "internalnetworks"),
-        &w.sp_cred,
-        Some(&network("n", site)),
-    )
-    .await["originId"]
-        .as_i64()
-        .unwrap();
-    let usr = call(
-        &s,
-        "POST",
-        &path(org, "users"),
-        &w.sp_cred,
-        Some(&user("u@example.com")),
-    )
-    .await["id"]
-        .as_i64()
-        .unwrap();
+    let (site, net, usr) = seed(&s, org, &w.sp_cred).await;
     let endpoints = |o: i64| -> Vec<(&'static str, String, Option<Value>)> {
         vec![
             ("GET", path(o, "sites"), None),
@@ -821,32 +811,7 @@ async fn deleting_an_organization_removes_its_sites_users_and_internal_networks(
     let s = TestServer::start().await;
     let w = s.world();
     let org = w.sp_org;
-    let site = call(
-        &s,
-        "POST",
-        &path(org, "sites"),
-        &w.sp_cred,
-        Some(&json!({"name": "s"})),
-    )
-    .await["siteId"]
-        .as_i64()
-        .unwrap();
-    call(
-        &s,
-        "POST",
-        &path(org, "internalnetworks"),
-        &w.sp_cred,
-        Some(&network("n", site)),
-    )
-    .await;
-    call(
-        &s,
-        "POST",
-        &path(org, "users"),
-        &w.sp_cred,
-        Some(&user("u@example.com")),
-    )
-    .await;
+    let (site, _, _) = seed(&s, org, &w.sp_cred).await;
     insert_va(&s, org, site);
     // The MSP's customer keeps its own.
     call(

@@ -231,6 +231,17 @@ pub fn found<T: serde::Serialize>(rec: Option<T>) -> Result<Response<Body>, Mgmt
     rec.map(|r| ok(&r)).ok_or(MgmtError::NotFound)
 }
 
+/// 200 with one page of a list that `f(conn, limit, offset)` reads, paged per [`paging`].
+pub async fn list_page<T: serde::Serialize + Send + 'static>(
+    state: &crate::server::AppState,
+    ctx: &RequestCtx,
+    f: impl FnOnce(&rusqlite::Connection, i64, i64) -> crate::store::Result<Vec<T>> + Send + 'static,
+) -> Result<Response<Body>, MgmtError> {
+    let p = paging(ctx)?;
+    let list = state.store.read(move |c| f(c, p.limit, p.offset)).await?;
+    Ok(ok(&list))
+}
+
 impl Input<'_> {
     /// A required secret: a non-empty string of at most 1024 characters, kept exactly as sent
     /// (no trimming: spaces may be part of a password).

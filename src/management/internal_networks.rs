@@ -9,7 +9,7 @@ use hyper::Response;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{found, object_body, ok, paging, write_checked, Checked, Input};
+use super::common::{found, list_page, object_body, ok, write_checked, Checked, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -30,12 +30,7 @@ pub async fn handle(
     use MgmtEndpoint::*;
     match ep {
         ListInternalNetworks { .. } => {
-            let p = paging(ctx)?;
-            let list = state
-                .store
-                .read(move |c| store::list(c, org, p.limit, p.offset))
-                .await?;
-            Ok(ok(&list))
+            list_page(state, ctx, move |c, l, o| store::list(c, org, l, o)).await
         }
         GetInternalNetwork { id, .. } => {
             found(state.store.read(move |c| store::get(c, org, id)).await?)

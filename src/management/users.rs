@@ -9,7 +9,7 @@ use hyper::Response;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{found, object_body, ok, paging, write_checked, Checked, Input};
+use super::common::{found, list_page, object_body, ok, write_checked, Checked, Input};
 use super::timezones;
 use crate::error::MgmtError;
 use crate::http::Body;
@@ -28,14 +28,7 @@ pub async fn handle(
 ) -> Result<Response<Body>, MgmtError> {
     use MgmtEndpoint::*;
     match ep {
-        ListUsers { .. } => {
-            let p = paging(ctx)?;
-            let list = state
-                .store
-                .read(move |c| store::list(c, org, p.limit, p.offset))
-                .await?;
-            Ok(ok(&list))
-        }
+        ListUsers { .. } => list_page(state, ctx, move |c, l, o| store::list(c, org, l, o)).await,
         GetUser { id, .. } => found(state.store.read(move |c| store::get(c, org, id)).await?),
         CreateUser { .. } => {
             let (f, password) = user_input(&object_body(ctx, &body)?)?;

@@ -278,13 +278,6 @@ pub fn list_packages(conn: &Connection) -> Result<Vec<Package>> {
 mod tests {
     use super::*;
 
-    fn db() -> Connection {
-        let mut c = Connection::open_in_memory().unwrap();
-        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
-        crate::store::migrate::migrate(&mut c).unwrap();
-        c
-    }
-
     fn fields(name: &str, seats: i64) -> OrgFields {
         OrgFields {
             name: name.into(),
@@ -297,7 +290,7 @@ mod tests {
 
     #[test]
     fn derived_fields_follow_customers() {
-        let c = db();
+        let c = crate::store::migrate::memory_db();
         let sp = tenants::create_service_provider(
             &c,
             &tenants::NewServiceProvider {

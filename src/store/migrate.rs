@@ -35,6 +35,16 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     Ok(())
 }
 
+/// A migrated in-memory database with foreign keys on, for unit tests.
+#[cfg(test)]
+pub(crate) fn memory_db() -> Connection {
+    let mut c = Connection::open_in_memory().expect("in-memory database");
+    c.execute_batch("PRAGMA foreign_keys = ON")
+        .expect("foreign keys");
+    migrate(&mut c).expect("migration");
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

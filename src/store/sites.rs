@@ -114,16 +114,9 @@ mod tests {
     use super::*;
     use crate::store::tenants::{OrgFields, Parent};
 
-    fn db() -> Connection {
-        let mut c = Connection::open_in_memory().unwrap();
-        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
-        crate::store::migrate::migrate(&mut c).unwrap();
-        c
-    }
-
     #[test]
     fn sites_belong_to_their_organization_and_count_what_they_hold() {
-        let c = db();
+        let c = crate::store::migrate::memory_db();
         let f = OrgFields {
             name: "o".into(),
             seats: 1,

@@ -190,9 +190,7 @@ mod tests {
 
     #[test]
     fn users_emails_are_unique_per_organization_ignoring_case() {
-        let mut c = Connection::open_in_memory().unwrap();
-        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
-        crate::store::migrate::migrate(&mut c).unwrap();
+        let c = crate::store::migrate::memory_db();
         let o = OrgFields {
             name: "o".into(),
             seats: 1,
