@@ -3,25 +3,9 @@
 mod common;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 
 use common::*;
 use serde_json::{json, Value};
-
-fn parasol(dir: &Path, args: &[&str]) -> (bool, Value, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .unwrap();
-    let stdout: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (
-        out.status.success(),
-        stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn version_and_help() {

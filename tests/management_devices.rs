@@ -3,8 +3,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::*;
 use parasol::store::devices::{
     self, ApplianceSettings, ApplianceState, NewAppliance, NewNetwork, NewRoamingComputer,
@@ -160,6 +158,21 @@ fn ids(v: &Value, member: &str) -> Vec<Value> {
         .collect()
 }
 
+/// GET of an organization's resource path.
+async fn get(s: &TestServer, cred: &Cred, org: i64, rest: &str) -> Resp {
+    s.mgmt("GET", &org_path(org, rest), cred, None).await
+}
+
+/// DELETE answers 200 with the record's fields; afterwards GET and DELETE answer 404.
+async fn assert_deleted(s: &TestServer, path: &str, cred: &Cred, record: &Value) {
+    let r = s.mgmt("DELETE", path, cred, None).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(&r.json(), record);
+    for method in ["GET", "DELETE"] {
+        assert_mgmt_error(&s.mgmt(method, path, cred, None).await, 404, "");
+    }
+}
+
 #[tokio::test]
 async fn networks_list_read_delete_with_exact_fields() {
     let s = TestServer::start().await;
@@ -174,9 +187,7 @@ async fn networks_list_read_delete_with_exact_fields() {
     let b = devices::insert_network(&db, w.sp_org, &closed, t).unwrap();
     add_network(&s, w.msp_org, "other org");
 
-    let r = s
-        .mgmt("GET", &org_path(w.sp_org, "networks"), &w.sp_org_cred, None)
-        .await;
+    let r = get(&s, &w.sp_org_cred, w.sp_org, "networks").await;
     assert_eq!(r.status, 200, "{}", r.text());
     let list = r.json();
     assert_eq!(
@@ -208,18 +219,8 @@ async fn networks_list_read_delete_with_exact_fields() {
     assert_eq!(r.json(), list[0]);
 
     // DELETE answers 200 with the deleted fields; afterwards the network is gone.
-    let r = s.mgmt("DELETE", &item, &w.sp_org_cred, None).await;
-    assert_eq!(r.status, 200);
-    assert_eq!(r.json(), list[0]);
-    assert_mgmt_error(&s.mgmt("GET", &item, &w.sp_org_cred, None).await, 404, "");
-    assert_mgmt_error(
-        &s.mgmt("DELETE", &item, &w.sp_org_cred, None).await,
-        404,
-        "",
-    );
-    let r = s
-        .mgmt("GET", &org_path(w.sp_org, "networks"), &w.sp_org_cred, None)
-        .await;
+    assert_deleted(&s, &item, &w.sp_org_cred, &list[0]).await;
+    let r = get(&s, &w.sp_org_cred, w.sp_org, "networks").await;
     assert_eq!(ids(&r.json(), "originId"), [json!(b.origin_id)]);
     // Unknown ids, and another organization's network under this organization's path.
     let other = add_network(&s, w.msp_org, "not yours");
@@ -300,26 +301,12 @@ async fn roaming_computers_read_rename_delete() {
         rec
     );
     // Optional members never set come back as null.
-    let r = s
-        .mgmt(
-            "GET",
-            &org_path(w.sp_org, "roamingcomputers/ffff0000"),
-            &w.msp_cred,
-            None,
-        )
-        .await;
+    let r = get(&s, &w.msp_cred, w.sp_org, "roamingcomputers/ffff0000").await;
     assert_eq!(
         r.status, 404,
         "the MSP does not reach a provider's customer"
     );
-    let r = s
-        .mgmt(
-            "GET",
-            &org_path(w.sp_org, "roamingcomputers/ffff0000"),
-            &w.sp_cred,
-            None,
-        )
-        .await;
+    let r = get(&s, &w.sp_cred, w.sp_org, "roamingcomputers/ffff0000").await;
     assert_fields(&r.json(), ROAMING_FIELDS);
     for m in [
         "lastSync",
@@ -349,14 +336,13 @@ async fn roaming_computers_read_rename_delete() {
         renamed
     );
     // The other organization's computer with the same id is untouched.
-    let r = s
-        .mgmt(
-            "GET",
-            &org_path(w.msp_org, "roamingcomputers/0a1b2c3d4e5f6071"),
-            &w.msp_cred,
-            None,
-        )
-        .await;
+    let r = get(
+        &s,
+        &w.msp_cred,
+        w.msp_org,
+        "roamingcomputers/0a1b2c3d4e5f6071",
+    )
+    .await;
     assert_eq!(r.json()["name"], "same id elsewhere");
 
     // Validation names the field; it comes before the computer's existence.
@@ -404,23 +390,14 @@ async fn roaming_computers_read_rename_delete() {
     assert_mgmt_error(&r, 404, "");
 
     // DELETE answers with the fields, then the computer is gone.
-    let r = s.mgmt("DELETE", &item, &w.sp_org_cred, None).await;
-    assert_eq!(r.status, 200);
-    assert_eq!(r.json(), renamed);
-    assert_mgmt_error(&s.mgmt("GET", &item, &w.sp_org_cred, None).await, 404, "");
-    assert_mgmt_error(
-        &s.mgmt("DELETE", &item, &w.sp_org_cred, None).await,
-        404,
-        "",
-    );
-    let r = s
-        .mgmt(
-            "GET",
-            &org_path(w.msp_org, "roamingcomputers/0a1b2c3d4e5f6071"),
-            &w.msp_cred,
-            None,
-        )
-        .await;
+    assert_deleted(&s, &item, &w.sp_org_cred, &renamed).await;
+    let r = get(
+        &s,
+        &w.msp_cred,
+        w.msp_org,
+        "roamingcomputers/0a1b2c3d4e5f6071",
+    )
+    .await;
     assert_eq!(
         r.status, 200,
         "deleting one organization's computer leaves the other's"
@@ -588,14 +565,7 @@ async fn virtual_appliances_read_move_delete() {
             "stateUpdatedAt": an_hour_ago,
         })
     );
-    let r = s
-        .mgmt(
-            "GET",
-            &org_path(w.sp_org, "virtualappliances"),
-            &w.sp_cred,
-            None,
-        )
-        .await;
+    let r = get(&s, &w.sp_cred, w.sp_org, "virtualappliances").await;
     assert_eq!(r.json(), json!([rec]));
 
     // Validation: siteId required, an integer, a site of this organization. It comes before the
@@ -670,23 +640,8 @@ async fn virtual_appliances_read_move_delete() {
     assert_eq!(on_branch, 1);
 
     // DELETE answers with the fields, then the appliance is gone.
-    let r = s.mgmt("DELETE", &item, &w.sp_org_cred, None).await;
-    assert_eq!(r.status, 200);
-    assert_eq!(r.json(), moved);
-    assert_mgmt_error(&s.mgmt("GET", &item, &w.sp_org_cred, None).await, 404, "");
-    assert_mgmt_error(
-        &s.mgmt("DELETE", &item, &w.sp_org_cred, None).await,
-        404,
-        "",
-    );
-    let r = s
-        .mgmt(
-            "GET",
-            &org_path(w.sp_org, "virtualappliances"),
-            &w.sp_org_cred,
-            None,
-        )
-        .await;
+    assert_deleted(&s, &item, &w.sp_org_cred, &moved).await;
+    let r = get(&s, &w.sp_org_cred, w.sp_org, "virtualappliances").await;
     assert_eq!(r.json(), json!([]));
 }
 
@@ -891,24 +846,13 @@ async fn deleting_a_customer_removes_its_devices() {
         assert_eq!(count(w.sp_org), 0, "{table}");
         assert_eq!(count(w.msp_org), 1, "{table} of another organization");
     }
-    let r = s
-        .mgmt("GET", &org_path(w.sp_org, "networks"), &w.sp_cred, None)
-        .await;
+    let r = get(&s, &w.sp_cred, w.sp_org, "networks").await;
     assert_mgmt_error(&r, 404, "");
 }
 
-fn parasol(dir: &Path, args: &[&str]) -> (bool, Value, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+/// Runs the binary with the words of `line` (split at white space).
+fn cli(dir: &std::path::Path, line: &str) -> (bool, Value, String) {
+    parasol(dir, &line.split_whitespace().collect::<Vec<_>>())
 }
 
 /// Each register command prints the record the interface then serves, and refuses bad input
@@ -925,23 +869,12 @@ async fn register_commands_print_records_the_interface_serves() {
     assert!(ok);
     let other_site = other["defaultSiteId"].as_i64().unwrap().to_string();
 
-    let (ok, net, err) = parasol(
+    let (ok, net, err) = cli(
         d,
-        &[
-            "network",
-            "register",
-            "--org",
-            &o,
-            "--name",
-            "HQ",
-            "--ip-address",
-            "203.0.113.8",
-            "--prefix-length",
-            "29",
-            "--status",
-            "CLOSED",
-            "--dynamic",
-        ],
+        &format!(
+            "network register --org {o} --name HQ --ip-address 203.0.113.8 --prefix-length 29 \
+             --status CLOSED --dynamic"
+        ),
     );
     assert!(ok, "{err}");
     assert_fields(&net, NETWORK_FIELDS);
@@ -954,35 +887,14 @@ async fn register_commands_print_records_the_interface_serves() {
         ),
         (&json!(29), &json!("CLOSED"), &json!(true), &json!(false))
     );
-    let (ok, rc, err) = parasol(
+    let (ok, rc, err) = cli(
         d,
-        &[
-            "roaming",
-            "register",
-            "--org",
-            &o,
-            "--name",
-            "carol-surface",
-            "--device-id",
-            "00AB12CD34EF5678",
-            "--type",
-            "anyconnect",
-            "--status",
-            "VA",
-            "--last-sync",
-            "2026-11-22T11:00:00+01:00",
-            "--last-sync-status",
-            "success",
-            "--applied-bundle",
-            "42",
-            "--ip-blocking",
-            "--version",
-            "5.1.2.42",
-            "--os-version",
-            "10.0.22631",
-            "--os-version-name",
-            "Windows 11",
-        ],
+        &format!(
+            "roaming register --org {o} --name carol-surface --device-id 00AB12CD34EF5678 \
+             --type anyconnect --status VA --last-sync 2026-11-22T11:00:00+01:00 \
+             --last-sync-status success --applied-bundle 42 --ip-blocking --version 5.1.2.42 \
+             --os-version 10.0.22631 --os-version-name Windows"
+        ),
     );
     assert!(ok, "{err}");
     assert_fields(&rc, ROAMING_FIELDS);
@@ -1003,36 +915,14 @@ async fn register_commands_print_records_the_interface_serves() {
         (&json!("Off"), &json!("roaming"))
     );
     assert_eq!(rc2["lastSync"], Value::Null);
-    let (ok, va, err) = parasol(
+    let (ok, va, err) = cli(
         d,
-        &[
-            "va",
-            "register",
-            "--org",
-            &o,
-            "--name",
-            "VA-1",
-            "--internal-ip",
-            "10.1.0.10",
-            "--internal-ip",
-            "10.1.0.11",
-            "--external-ip",
-            "203.0.113.9",
-            "--host-type",
-            "VMware",
-            "--uptime",
-            "86400",
-            "--dnscrypt",
-            "--version",
-            "3.4.6",
-            "--domain",
-            "lab.local",
-            "--state",
-            "redundantWithinSite=never",
-            "--upgradable",
-            "--last-sync-time",
-            "2026-11-22T10:00:00Z",
-        ],
+        &format!(
+            "va register --org {o} --name VA-1 --internal-ip 10.1.0.10 --internal-ip 10.1.0.11 \
+             --external-ip 203.0.113.9 --host-type VMware --uptime 86400 --dnscrypt \
+             --version 3.4.6 --domain lab.local --state redundantWithinSite=never --upgradable \
+             --last-sync-time 2026-11-22T10:00:00Z"
+        ),
     );
     assert!(ok, "{err}");
     assert_appliance_fields(&va);
@@ -1047,233 +937,70 @@ async fn register_commands_print_records_the_interface_serves() {
     assert_eq!(va["settings"]["isDnscryptEnabled"], true);
     assert_eq!(va["settings"]["upgradeError"], Value::Null);
 
-    // Refusals name the flag, and nothing is registered.
+    // Refusals name the flag. Each command line gets `--org` (this organization unless it
+    // names one) and `--name x`.
+    let other_site = format!("--site-id {other_site}");
     for (args, needle) in [
         (
-            vec![
-                "network",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--ip-address",
-                "1.2.3",
-                "--prefix-length",
-                "32",
-            ],
+            "network register --ip-address 1.2.3 --prefix-length 32",
             "--ip-address",
         ),
         (
-            vec![
-                "network",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--ip-address",
-                "1.2.3.4",
-                "--prefix-length",
-                "28",
-            ],
+            "network register --ip-address 1.2.3.4 --prefix-length 28",
             "--prefix-length",
         ),
         (
-            vec![
-                "network",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--ip-address",
-                "1.2.3.4",
-                "--status",
-                "open",
-            ],
+            "network register --ip-address 1.2.3.4 --status open",
             "--status",
         ),
         (
-            vec![
-                "network",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                " ",
-                "--ip-address",
-                "1.2.3.4",
-            ],
-            "--name",
-        ),
-        (
-            vec![
-                "network",
-                "register",
-                "--org",
-                "999",
-                "--name",
-                "x",
-                "--ip-address",
-                "1.2.3.4",
-            ],
+            "network register --ip-address 1.2.3.4 --org 999",
             "no organization",
         ),
+        ("roaming register --device-id xyz", "--device-id"),
         (
-            vec![
-                "roaming",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--device-id",
-                "xyz",
-            ],
-            "--device-id",
-        ),
-        (
-            vec![
-                "roaming",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--device-id",
-                "00ab12cd34ef5678",
-            ],
+            "roaming register --device-id 00ab12cd34ef5678",
             "already has",
         ),
-        (
-            vec![
-                "roaming", "register", "--org", &o, "--name", "x", "--type", "laptop",
-            ],
-            "--type",
-        ),
-        (
-            vec![
-                "roaming", "register", "--org", &o, "--name", "x", "--status", "On",
-            ],
-            "--status",
-        ),
-        (
-            vec![
-                "roaming",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--last-sync",
-                "today",
-            ],
-            "--last-sync",
-        ),
-        (
-            vec![
-                "roaming",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--applied-bundle",
-                "-1",
-            ],
-            "--applied-bundle",
-        ),
-        (
-            vec![
-                "va",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--site-id",
-                &other_site,
-            ],
-            "--site-id",
-        ),
-        (
-            vec![
-                "va",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--internal-ip",
-                "10.0.0",
-            ],
-            "--internal-ip",
-        ),
-        (
-            vec![
-                "va",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--external-ip",
-                "nope",
-            ],
-            "--external-ip",
-        ),
-        (
-            vec![
-                "va",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--state",
-                "bogus=yes",
-            ],
-            "--state bogus",
-        ),
-        (
-            vec![
-                "va", "register", "--org", &o, "--name", "x", "--state", "syncing",
-            ],
-            "--state",
-        ),
-        (
-            vec![
-                "va", "register", "--org", &o, "--name", "x", "--uptime", "-5",
-            ],
-            "--uptime",
-        ),
-        (
-            vec![
-                "va",
-                "register",
-                "--org",
-                &o,
-                "--name",
-                "x",
-                "--last-sync-time",
-                "now",
-            ],
-            "--last-sync-time",
-        ),
-        (
-            vec!["va", "register", "--org", "999", "--name", "x"],
-            "no organization",
-        ),
+        ("roaming register --type laptop", "--type"),
+        ("roaming register --status On", "--status"),
+        ("roaming register --last-sync today", "--last-sync"),
+        ("roaming register --applied-bundle -1", "--applied-bundle"),
+        ("va register OTHER_SITE", "--site-id"),
+        ("va register --internal-ip 10.0.0", "--internal-ip"),
+        ("va register --external-ip nope", "--external-ip"),
+        ("va register --state bogus=yes", "--state bogus"),
+        ("va register --state syncing", "--state"),
+        ("va register --uptime -5", "--uptime"),
+        ("va register --last-sync-time now", "--last-sync-time"),
+        ("va register --org 999", "no organization"),
     ] {
-        let (ok, out, err) = parasol(d, &args);
-        assert!(!ok, "{args:?} succeeded: {out}");
+        let mut line = args.replace("OTHER_SITE", &other_site);
+        if !line.contains("--org") {
+            line += &format!(" --org {o}");
+        }
+        let (ok, out, err) = cli(d, &format!("{line} --name x"));
+        assert!(!ok, "{args} succeeded: {out}");
         let e: Value = serde_json::from_str(err.trim()).unwrap_or_else(|_| panic!("{err}"));
         assert!(
             e["error"].as_str().unwrap().contains(needle),
-            "{args:?}: {err}"
+            "{args}: {err}"
         );
     }
+    let (ok, _, err) = parasol(
+        d,
+        &[
+            "network",
+            "register",
+            "--org",
+            &o,
+            "--name",
+            " ",
+            "--ip-address",
+            "1.2.3.4",
+        ],
+    );
+    assert!(!ok && err.contains("--name"), "{err}");
 
     // The server serves exactly what the commands printed.
     let (ok, cred, err) = parasol(d, &["credential", "create", "--org", &o]);
@@ -1286,7 +1013,7 @@ async fn register_commands_print_records_the_interface_serves() {
     let get = |rest: String| {
         let (s, cred) = (&s, cred.clone());
         async move {
-            let r = s.mgmt("GET", &org_path(org_id, &rest), &cred, None).await;
+            let r = get(s, &cred, org_id, &rest).await;
             assert_eq!(r.status, 200, "{rest}: {}", r.text());
             r.json()
         }

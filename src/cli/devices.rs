@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::tenants::{db_err, require_org, to_flag_message};
 use super::{default_data_dir, in_transaction};
 use crate::error::MgmtError;
-use crate::management::appliances::{appliance_input, unknown_site};
+use crate::management::appliances::{appliance_input, unknown_site, STATE_MEMBERS};
 use crate::management::networks::network_input;
 use crate::management::roaming::roaming_input;
 use crate::store::devices;
@@ -283,17 +283,10 @@ pub fn roaming(cmd: RoamingCmd) -> Result<Value, String> {
 
 pub fn va(cmd: VaCmd) -> Result<Value, String> {
     let VaAction::Register(a) = cmd.action;
-    let mut state: Map<String, Value> = [
-        "connectedToConnector",
-        "hasLocalDomainConfigured",
-        "queryFailureRateAcceptable",
-        "receivedInternalDNSQueries",
-        "redundantWithinSite",
-        "syncing",
-    ]
-    .iter()
-    .map(|k| (k.to_string(), json!("yes")))
-    .collect();
+    let mut state: Map<String, Value> = STATE_MEMBERS
+        .iter()
+        .map(|k| (k.to_string(), json!("yes")))
+        .collect();
     for s in &a.state {
         let (k, v) = s
             .split_once('=')

@@ -97,7 +97,8 @@ fn sub_object<'a>(
     }
 }
 
-const STATE_MEMBERS: &[&str] = &[
+/// The members of a virtual appliance's `state`.
+pub const STATE_MEMBERS: &[&str] = &[
     "connectedToConnector",
     "hasLocalDomainConfigured",
     "queryFailureRateAcceptable",

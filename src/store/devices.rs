@@ -3,12 +3,60 @@
 //! renames or moves and deletes them; operators register them through the command line and
 //! `--demo` fills them in.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row, ToSql};
 use serde::{Deserialize, Serialize};
 
 use super::tenants::new_origin;
 use super::Result;
 use crate::timefmt::rfc3339;
+
+/// One page of `select` (a SELECT ending in `WHERE organization_id = ?1`), ordered by originId.
+fn page_of<T>(
+    conn: &Connection,
+    select: &str,
+    org: i64,
+    limit: i64,
+    offset: i64,
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let sql = format!("{select} ORDER BY origin_id LIMIT ?2 OFFSET ?3");
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![org, limit, offset], map)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The row of `select` whose `key` column is `id`.
+fn one_of<T>(
+    conn: &Connection,
+    select: &str,
+    key: &str,
+    org: i64,
+    id: &dyn ToSql,
+    map: fn(&Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    let sql = format!("{select} AND {key} = ?2");
+    Ok(conn
+        .prepare_cached(&sql)?
+        .query_row(params![org, id], map)
+        .optional()?)
+}
+
+/// Deletes the row of `table` whose `key` is `id` when `rec` (read just before) says it exists,
+/// and hands `rec` back: a delete answers with the record as it was.
+fn remove<T>(
+    conn: &Connection,
+    rec: Option<T>,
+    table: &str,
+    key: &str,
+    org: i64,
+    id: &dyn ToSql,
+) -> Result<Option<T>> {
+    if rec.is_some() {
+        let sql = format!("DELETE FROM {table} WHERE organization_id = ?1 AND {key} = ?2");
+        conn.execute(&sql, params![org, id])?;
+    }
+    Ok(rec)
+}
 
 // ------------------------------------------------------------------ networks
 
@@ -88,31 +136,18 @@ pub fn list_networks(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<NetworkRecord>> {
-    let sql = format!("{NETWORK_SELECT} ORDER BY origin_id LIMIT ?2 OFFSET ?3");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, limit, offset], network)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    page_of(conn, NETWORK_SELECT, org, limit, offset, network)
 }
 
 /// One network of the organization.
 pub fn get_network(conn: &Connection, org: i64, id: i64) -> Result<Option<NetworkRecord>> {
-    let sql = format!("{NETWORK_SELECT} AND origin_id = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![org, id], network)
-        .optional()?)
+    one_of(conn, NETWORK_SELECT, "origin_id", org, &id, network)
 }
 
 /// Deletes a network; returns its record as it was.
 pub fn delete_network(conn: &Connection, org: i64, id: i64) -> Result<Option<NetworkRecord>> {
     let rec = get_network(conn, org, id)?;
-    if rec.is_some() {
-        conn.execute(
-            "DELETE FROM networks WHERE organization_id = ?1 AND origin_id = ?2",
-            params![org, id],
-        )?;
-    }
-    Ok(rec)
+    remove(conn, rec, "networks", "origin_id", org, &id)
 }
 
 // ------------------------------------------------------------------ roaming computers
@@ -281,11 +316,8 @@ pub fn get_roaming_computer(
     org: i64,
     device: &str,
 ) -> Result<Option<RoamingComputerRecord>> {
-    let sql = format!("{ROAMING_SELECT} AND device_id = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![org, device.to_ascii_lowercase()], roaming)
-        .optional()?)
+    let device = device.to_ascii_lowercase();
+    one_of(conn, ROAMING_SELECT, "device_id", org, &device, roaming)
 }
 
 /// Renames a roaming computer; `None` if there is no such computer.
@@ -309,13 +341,8 @@ pub fn delete_roaming_computer(
     device: &str,
 ) -> Result<Option<RoamingComputerRecord>> {
     let rec = get_roaming_computer(conn, org, device)?;
-    if rec.is_some() {
-        conn.execute(
-            "DELETE FROM roaming_computers WHERE organization_id = ?1 AND device_id = ?2",
-            params![org, device.to_ascii_lowercase()],
-        )?;
-    }
-    Ok(rec)
+    let device = device.to_ascii_lowercase();
+    remove(conn, rec, "roaming_computers", "device_id", org, &device)
 }
 
 // ------------------------------------------------------------------ virtual appliances
@@ -459,19 +486,12 @@ pub fn list_appliances(
     limit: i64,
     offset: i64,
 ) -> Result<Vec<ApplianceRecord>> {
-    let sql = format!("{APPLIANCE_SELECT} ORDER BY origin_id LIMIT ?2 OFFSET ?3");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, limit, offset], appliance)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    page_of(conn, APPLIANCE_SELECT, org, limit, offset, appliance)
 }
 
 /// One virtual appliance of the organization.
 pub fn get_appliance(conn: &Connection, org: i64, id: i64) -> Result<Option<ApplianceRecord>> {
-    let sql = format!("{APPLIANCE_SELECT} AND origin_id = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![org, id], appliance)
-        .optional()?)
+    one_of(conn, APPLIANCE_SELECT, "origin_id", org, &id, appliance)
 }
 
 /// Moves a virtual appliance to `site` (already checked to belong to the organization) and
@@ -494,13 +514,7 @@ pub fn move_appliance(
 /// Deletes a virtual appliance; returns its record as it was.
 pub fn delete_appliance(conn: &Connection, org: i64, id: i64) -> Result<Option<ApplianceRecord>> {
     let rec = get_appliance(conn, org, id)?;
-    if rec.is_some() {
-        conn.execute(
-            "DELETE FROM virtual_appliances WHERE organization_id = ?1 AND origin_id = ?2",
-            params![org, id],
-        )?;
-    }
-    Ok(rec)
+    remove(conn, rec, "virtual_appliances", "origin_id", org, &id)
 }
 
 // ------------------------------------------------------------------ demo data

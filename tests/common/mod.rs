@@ -636,3 +636,20 @@ pub fn assert_mgmt_error(r: &Resp, status: u16, needle: &str) {
         "{b} should mention {needle}"
     );
 }
+
+/// Runs the `parasol` binary with `args` and `--data-dir dir`; returns whether it succeeded,
+/// its standard output as JSON (null if it is not) and its standard error.
+pub fn parasol(dir: &Path, args: &[&str]) -> (bool, Value, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(args)
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .unwrap();
+    let stdout: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.success(),
+        stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
