@@ -139,7 +139,9 @@ fn appliance(name: &str, site: i64) -> NewAppliance {
 }
 
 fn default_site(s: &TestServer, org: i64) -> i64 {
-    devices::default_site(&s.db(), org).unwrap().unwrap()
+    parasol::store::sites::default_site(&s.db(), org)
+        .unwrap()
+        .unwrap()
 }
 
 /// Adds a virtual appliance registered an hour ago on the organization's default site.
@@ -1095,7 +1097,9 @@ async fn demo_world_has_devices() {
                 assert!(!va["settings"][m].is_null(), "{m}: {va}");
             }
             let site = va["siteId"].as_i64().unwrap();
-            assert!(devices::site_in_organization(&db, org, site).unwrap());
+            assert!(parasol::store::sites::name_of(&db, org, site)
+                .unwrap()
+                .is_some());
             sites.push(site);
         }
         sites.sort_unstable();

@@ -302,7 +302,7 @@ pub fn va(cmd: VaCmd) -> Result<Value, String> {
         require_org(c, a.org)?;
         let site = match a.site_id {
             Some(s) => s,
-            None => devices::default_site(c, a.org)
+            None => crate::store::sites::default_site(c, a.org)
                 .map_err(db_err)?
                 .ok_or_else(|| format!("organization {} has no default site", a.org))?,
         };
@@ -326,7 +326,10 @@ pub fn va(cmd: VaCmd) -> Result<Value, String> {
             },
         }));
         let n = appliance_input(&input).map_err(flag_message)?;
-        if !devices::site_in_organization(c, a.org, n.site_id).map_err(db_err)? {
+        if crate::store::sites::name_of(c, a.org, n.site_id)
+            .map_err(db_err)?
+            .is_none()
+        {
             return Err(flag_message(unknown_site()));
         }
         let rec = devices::insert_appliance(c, a.org, &n, now()).map_err(db_err)?;

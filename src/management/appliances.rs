@@ -46,7 +46,7 @@ pub async fn handle(
             let moved = state
                 .store
                 .write(move |c| {
-                    if !store::site_in_organization(c, org, site)? {
+                    if crate::store::sites::name_of(c, org, site)?.is_none() {
                         return Ok(Err(unknown_site()));
                     }
                     Ok(store::move_appliance(c, org, id, site, now())?.ok_or(MgmtError::NotFound))

@@ -8,7 +8,7 @@ use hyper::Response;
 use rusqlite::{params, Connection};
 use serde::Serialize;
 
-use super::common::{ok, paging};
+use super::common::list_page;
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -46,14 +46,7 @@ pub async fn handle(
     _body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
     match ep {
-        MgmtEndpoint::ListRoles { .. } => {
-            let p = paging(ctx)?;
-            let roles = state
-                .store
-                .read(move |c| list(c, p.limit, p.offset))
-                .await?;
-            Ok(ok(&roles))
-        }
+        MgmtEndpoint::ListRoles { .. } => list_page(state, ctx, list).await,
         _ => Err(MgmtError::NotFound),
     }
 }

@@ -431,23 +431,6 @@ fn appliance(r: &Row<'_>) -> rusqlite::Result<ApplianceRecord> {
     })
 }
 
-/// True when `site` is a site of the organization.
-pub fn site_in_organization(conn: &Connection, org: i64, site: i64) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM sites WHERE id = ?1 AND organization_id = ?2")?
-        .query_row(params![site, org], |_| Ok(()))
-        .optional()?
-        .is_some())
-}
-
-/// The organization's default site, if the organization exists.
-pub fn default_site(conn: &Connection, org: i64) -> Result<Option<i64>> {
-    Ok(conn
-        .prepare_cached("SELECT id FROM sites WHERE organization_id = ?1 AND is_default = 1")?
-        .query_row(params![org], |r| r.get(0))
-        .optional()?)
-}
-
 /// Registers a virtual appliance (its site must belong to the organization; the caller checks).
 pub fn insert_appliance(
     conn: &Connection,
