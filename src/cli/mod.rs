@@ -2,6 +2,7 @@
 //! command prints JSON on standard output; a failure prints `{"error": "..."}` on standard error
 //! and exits with status 1.
 
+mod backup;
 mod lists;
 mod serve;
 mod tenants;
@@ -32,6 +33,8 @@ pub enum Command {
     Credential(tenants::CredentialCmd),
     Allow(lists::AllowCmd),
     Blocklist(lists::BlocklistCmd),
+    Backup(backup::BackupCmd),
+    Restore(backup::RestoreCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -61,6 +64,8 @@ pub fn main(cli: Cli) -> i32 {
         Command::Credential(c) => tenants::credential(c),
         Command::Allow(c) => lists::allow(c),
         Command::Blocklist(c) => lists::blocklist(c),
+        Command::Backup(c) => backup::backup(c),
+        Command::Restore(c) => backup::restore(c),
     };
     print_result(result)
 }
