@@ -8,29 +8,27 @@ use serde_json::{json, Value};
 
 use super::default_data_dir;
 
-/// Back up the database consistently while the server runs (SQLite online backup); the output
-/// file is replaced atomically and is a single self-contained SQLite file (mode 0600).
+/// Back up the database while the server runs (SQLite online backup).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "backup")]
 pub struct BackupCmd {
     /// data directory holding parasol.db (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
-    /// file to write the backup to (replaced atomically if it exists)
+    /// file to write: one self-contained SQLite file, mode 0600, replaced atomically
     #[argh(option)]
     pub output: PathBuf,
 }
 
-/// Replace the database with a backup made by `parasol backup`. Refuses while a server runs on
-/// the data directory; the backup is checked first, and the replaced database is kept beside it
-/// as parasol.db.pre-restore-<unix time>.
+/// Replace the database with a checked backup (refused while a server runs).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "restore")]
 pub struct RestoreCmd {
     /// data directory to restore into (default ./parasol-data; created if missing)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
-    /// backup file to restore
+    /// backup to restore; checked first; the replaced database is kept as
+    /// parasol.db.pre-restore-<unix time>
     #[argh(option)]
     pub input: PathBuf,
 }

@@ -114,7 +114,10 @@ fn same_file(a: &Path, b: &Path) -> bool {
 /// Checks that `conn` holds an intact Parasol database this binary can open; returns its schema
 /// version.
 pub fn verify(conn: &Connection) -> Result<i64, String> {
-    let not_parasol = |e: rusqlite::Error| format!("not a Parasol database: {e}");
+    let not_parasol = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt) => format!("the database is damaged: {e}"),
+        _ => format!("not a Parasol database: {e}"),
+    };
     let problems: Vec<String> = conn
         .prepare("PRAGMA integrity_check(20)")
         .and_then(|mut st| {
