@@ -55,9 +55,9 @@ version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)
 # --- 2. contents -------------------------------------------------------------------------------
 dpkg-deb -c "$deb" | awk '{ print $1, $2, $6 }' > "$work/list"
 expect_file() { # mode path
-    grep -qxF "$1 root/root ./$2" "$work/list" || {
+    grep -qxF -- "$1 0/0 ./$2" "$work/list" || {
         cat "$work/list" >&2
-        fail "the package lacks $1 root/root ./$2"
+        fail "the package lacks $1 0/0 (root) ./$2"
     }
 }
 expect_file -rwxr-xr-x usr/bin/parasol
