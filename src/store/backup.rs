@@ -421,6 +421,36 @@ mod tests {
     }
 
     #[test]
+    fn restore_after_a_crash_keeps_the_committed_wal_with_the_old_database() {
+        let d = Dir::new();
+        let db = d.0.join("parasol.db");
+        let out = d.0.join("b.db");
+        {
+            let c = super::super::open_migrated(&db).unwrap();
+            add_org(&c, "in the backup");
+        }
+        backup(&db, &out).unwrap();
+        // A "crashed" server: its last commit is only in the WAL, and it never closed.
+        let c = super::super::open_migrated(&db).unwrap();
+        c.pragma_update(None, "wal_autocheckpoint", 0).unwrap();
+        add_org(&c, "only in the wal");
+        assert!(std::fs::metadata(with_suffix(&db, "-wal")).unwrap().len() > 0);
+        std::mem::forget(c);
+
+        let r = restore(&db, &out).unwrap();
+        assert_eq!(
+            org_count(&db),
+            1,
+            "the restored database has no stale WAL applied"
+        );
+        assert_eq!(
+            org_count(&r.previous.unwrap()),
+            2,
+            "the kept copy has its last commit"
+        );
+    }
+
+    #[test]
     fn refuses_what_is_not_a_parasol_database_and_leaves_the_current_one() {
         let d = Dir::new();
         let db = d.0.join("parasol.db");
