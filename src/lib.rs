@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod datadir;
 pub mod demo;
 pub mod enforcement;
 pub mod error;

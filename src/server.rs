@@ -84,6 +84,8 @@ pub async fn run(
 ) -> Result<(), String> {
     std::fs::create_dir_all(&config.data_dir)
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
+    // Held until this function returns: a second server or a restore on this directory refuses.
+    let dir_lock = crate::datadir::lock(&config.data_dir).map_err(|e| e.to_string())?;
     let acceptor = match &config.tls {
         TlsSource::Plain => {
             log::warn!("--plain-http: serving without TLS; use this only in a lab");
@@ -183,6 +185,7 @@ pub async fn run(
     tokio::task::spawn_blocking(move || store.close())
         .await
         .map_err(|e| e.to_string())?;
+    drop(dir_lock);
     log::info!("stopped");
     Ok(())
 }

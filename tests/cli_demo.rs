@@ -32,6 +32,7 @@ fn version_and_help() {
         "--public-url",
         "--reputation",
         "--known-good",
+        "--cloud-limits",
         "--demo",
         "--log-level",
     ] {

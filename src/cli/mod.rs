@@ -2,6 +2,7 @@
 //! command prints JSON on standard output; a failure prints `{"error": "..."}` on standard error
 //! and exits with status 1.
 
+mod backup;
 mod devices;
 mod lists;
 mod org_resources;
@@ -41,6 +42,8 @@ pub enum Command {
     Network(devices::NetworkCmd),
     Roaming(devices::RoamingCmd),
     Va(devices::VaCmd),
+    Backup(backup::BackupCmd),
+    Restore(backup::RestoreCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -77,6 +80,8 @@ pub fn main(cli: Cli) -> i32 {
         Command::Network(c) => devices::network(c),
         Command::Roaming(c) => devices::roaming(c),
         Command::Va(c) => devices::va(c),
+        Command::Backup(c) => backup::backup(c),
+        Command::Restore(c) => backup::restore(c),
     };
     print_result(result)
 }

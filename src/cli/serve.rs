@@ -10,7 +10,8 @@ use crate::config::{ServerConfig, TlsSource};
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "serve")]
 pub struct ServeArgs {
-    /// data directory: database, self-signed certificate, demo credentials (default ./parasol-data)
+    /// data directory: database, self-signed certificate, demo credentials; locked while
+    /// serving, one server per directory (default ./parasol-data)
     #[argh(option, default = "super::default_data_dir()")]
     pub data_dir: PathBuf,
     /// address to listen on (default 127.0.0.1:8443); port 0 picks a free port

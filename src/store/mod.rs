@@ -2,6 +2,7 @@
 //! concurrent requests together (group commit); reads run on a small pool of read connections
 //! through `spawn_blocking`, so they never wait behind the writer (WAL).
 
+pub mod backup;
 pub mod blocking;
 pub mod customers;
 pub mod devices;
