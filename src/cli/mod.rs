@@ -2,6 +2,7 @@
 //! command prints JSON on standard output; a failure prints `{"error": "..."}` on standard error
 //! and exits with status 1.
 
+mod bench;
 mod lists;
 mod serve;
 mod tenants;
@@ -32,6 +33,7 @@ pub enum Command {
     Credential(tenants::CredentialCmd),
     Allow(lists::AllowCmd),
     Blocklist(lists::BlocklistCmd),
+    Bench(bench::BenchArgs),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -54,6 +56,7 @@ pub fn main(cli: Cli) -> i32 {
     };
     let result = match command {
         Command::Serve(args) => return serve::run(args),
+        Command::Bench(args) => return bench::run(args),
         Command::Provider(c) => tenants::provider(c),
         Command::Msp(c) => tenants::msp(c),
         Command::Org(c) => tenants::org(c),
