@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
+use serde::Serialize;
 use serde_json::json;
 
 use crate::error::EnfError;
@@ -19,6 +20,32 @@ use super::event::{validate_body, EventsError};
 
 /// Default and largest page size of GET /1.0/domains.
 pub const PAGE_SIZE: u64 = 200;
+
+/// Event bodies larger than this are validated on a blocking thread.
+const BLOCKING_BODY_BYTES: usize = 32 * 1024;
+
+/// The GET /1.0/domains body, serialised straight from these types (`meta` first).
+#[derive(Serialize)]
+struct Page<'a> {
+    meta: PageMeta,
+    data: &'a [domains::DomainEntry],
+}
+
+#[derive(Serialize)]
+struct PageMeta {
+    page: u64,
+    limit: u64,
+    prev: Link,
+    next: Link,
+}
+
+/// `false`, or the absolute URL of another page.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Link {
+    None(bool),
+    Url(String),
+}
 
 pub async fn handle(
     state: &AppState,
@@ -95,8 +122,30 @@ async fn post_events(
     }
     // The body is checked before the key is looked up, so that a valid request needs one trip to
     // the database; a refused body still answers 403 first when the key is bad.
-    let events = match validate_body(&body) {
-        Ok(events) => events,
+    let reputation = state.reputation.get();
+    let check = move |body: &[u8]| {
+        validate_body(body).map(|events| {
+            events
+                .into_iter()
+                .map(|e| PreparedEvent {
+                    listed: reputation.accepts(&e.domain, e.disable_safeguards),
+                    domain: e.domain,
+                    body: e.body,
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    // A large batch takes milliseconds to parse: off the runtime's threads, so that the small
+    // requests of other connections (reads above all) are not held up behind it.
+    let checked = if body.len() > BLOCKING_BODY_BYTES {
+        tokio::task::spawn_blocking(move || check(&body))
+            .await
+            .map_err(|e| EnfError::from(StoreError::Task(e.to_string())))?
+    } else {
+        check(&body)
+    };
+    let prepared = match checked {
+        Ok(prepared) => prepared,
         Err(e) => {
             organization(state, ctx).await?;
             return Err(match e {
@@ -105,16 +154,6 @@ async fn post_events(
             });
         }
     };
-    let reputation = state.reputation.get();
-    let prepared: Vec<PreparedEvent> = events
-        .into_iter()
-        .map(|e| PreparedEvent {
-            listed: reputation.accepts(&e.domain, e.disable_safeguards),
-            domain: e.domain,
-            body: e.body,
-        })
-        .collect();
-    drop(reputation);
     let batch = uuid::Uuid::new_v4();
     let batch_text = batch.hyphenated().to_string();
     let now = crate::timefmt::now();
@@ -213,28 +252,31 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
     admit(state, &key, 0)?;
     let (page, limit) = params?;
     let (entries, more) = listing.unwrap_or_default();
+    let base = state.base_url(&ctx.headers);
+    let key = query_encode(&key);
     let link = |p: u64| {
-        json!(format!(
-            "{}/1.0/domains?customerKey={}&page={}&limit={}",
-            state.base_url(&ctx.headers),
-            query_encode(&key),
-            p,
-            limit
+        Link::Url(format!(
+            "{base}/1.0/domains?customerKey={key}&page={p}&limit={limit}"
         ))
     };
-    let prev = if page > 1 {
-        link(page - 1)
-    } else {
-        json!(false)
+    let body = Page {
+        meta: PageMeta {
+            page,
+            limit,
+            prev: if page > 1 {
+                link(page - 1)
+            } else {
+                Link::None(false)
+            },
+            next: if more {
+                link(page + 1)
+            } else {
+                Link::None(false)
+            },
+        },
+        data: &entries,
     };
-    let next = if more { link(page + 1) } else { json!(false) };
-    Ok(json(
-        StatusCode::OK,
-        &json!({
-            "meta": { "page": page, "limit": limit, "prev": prev, "next": next },
-            "data": entries,
-        }),
-    ))
+    Ok(json(StatusCode::OK, &body))
 }
 
 enum Target {
