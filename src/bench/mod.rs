@@ -43,6 +43,9 @@ pub struct Options {
     pub pin: bool,
     /// Keep the data directory afterwards.
     pub keep: bool,
+    /// Run only these workloads (ingest, single, list, readers, delete, management); the
+    /// baselines always run.
+    pub only: Option<Vec<String>>,
 }
 
 impl Options {
@@ -59,6 +62,7 @@ impl Options {
             deep_page: 5000,
             pin: true,
             keep: false,
+            only: None,
         }
     }
 
@@ -280,6 +284,20 @@ fn fmt_ms(v: f64) -> String {
     }
 }
 
+/// The database's size as SQLite sees it (pages in use, the WAL's newer pages included).
+fn db_logical_bytes(db: &Path) -> u64 {
+    let Ok(c) =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
+    let get = |p: &str| c.query_row(&format!("PRAGMA {p}"), [], |r| r.get::<_, i64>(0));
+    match (get("page_count"), get("page_size"), get("freelist_count")) {
+        (Ok(n), Ok(size), Ok(free)) => ((n - free).max(0) * size) as u64,
+        _ => 0,
+    }
+}
+
 fn file_size(p: &Path) -> u64 {
     std::fs::metadata(p).map_or(0, |m| m.len())
 }
@@ -495,85 +513,6 @@ fn run_in(
         src
     };
 
-    // 1. ingest, all new domains; then the 90%-repeat mix.
-    let ic = opts.ingest_clients;
-    let long = Duration::from_secs(3600);
-    let db_before = file_size(&db) + file_size(&data_dir.join("parasol.db-wal"));
-    let ingest_new = m.measure(
-        format!("ingest new domains, 1 MiB x {batch_events} ev, {ic} clients"),
-        "events/s",
-        ic,
-        long,
-        Pace::Closed,
-        batch_source(new_batches.clone(), &world.ingest_key, ic, false),
-    );
-    let db_after = file_size(&db) + file_size(&data_dir.join("parasol.db-wal"));
-    let ingest_ratio = ingest_new.rate() / ceiling;
-    if let Some(r) = m.rows.last_mut() {
-        r.target = format!(
-            "{:.0}% of storage ceiling (>= 70%): {}",
-            ingest_ratio * 100.0,
-            verdict(ingest_ratio >= 0.7)
-        );
-    }
-    let ingest_mix = m.measure(
-        format!("ingest 90% repeat / 10% new, {ic} clients"),
-        "events/s",
-        ic,
-        long,
-        Pace::Closed,
-        batch_source(mixed_batches, &world.mixed_key, ic, false),
-    );
-    if let Some(r) = m.rows.last_mut() {
-        r.target = format!(">= 200k/s: {}", verdict(ingest_mix.rate() >= 200_000.0));
-    }
-
-    // 2. single events: closed loop for the maximum, then open loop at 80% of it.
-    let single_source = |space: u64| -> Source {
-        let path = enf(&world.mixed_key);
-        Arc::new(move |w, n| {
-            let i = (w as u64) << 32 | n;
-            let body = Bytes::from(data::event_json(&data::domain(space, i), i));
-            Some(Req::post(path.clone(), body, 202, 1))
-        })
-    };
-    let single = m.measure(
-        format!("single events, closed loop, {conns} conns"),
-        "req/s",
-        conns,
-        secs,
-        Pace::Closed,
-        single_source(21),
-    );
-    let single_ratio = single.req_rate() / hello_rate;
-    if let Some(r) = m.rows.last_mut() {
-        r.target = format!(
-            "{:.0}% of hello (>= 40%): {}",
-            single_ratio * 100.0,
-            verdict(single_ratio >= 0.4)
-        );
-    }
-    let open_rate = (single.req_rate() * 0.8).max(10.0);
-    let open = m.measure(
-        format!(
-            "single events, open loop {} req/s (80%)",
-            fmt_rate(open_rate)
-        ),
-        "req/s",
-        conns,
-        secs,
-        Pace::Open(open_rate),
-        single_source(22),
-    );
-    if let Some(r) = m.rows.last_mut() {
-        r.target = format!(
-            "p99 {} ms (< 20 ms): {}",
-            fmt_ms(open.pct_ms(0.99)),
-            verdict(open.pct_ms(0.99) < 20.0)
-        );
-    }
-
-    // 3. list: first page and a deep page.
     let list_source = |page: u64| -> Source {
         let path = format!(
             "/1.0/domains?customerKey={}&page={page}&limit=200",
@@ -581,168 +520,270 @@ fn run_in(
         );
         Arc::new(move |_, _| Some(Req::get(path.clone())))
     };
-    let page1 = m.measure(
-        format!("list page 1 of {} domains, {conns} conns", opts.domains),
-        "req/s",
-        conns,
-        secs,
-        Pace::Closed,
-        list_source(1),
-    );
-    let p1_ratio = page1.req_rate() / hello_rate;
-    if let Some(r) = m.rows.last_mut() {
-        r.target = format!(
-            "{:.0}% of hello (>= 30%): {}",
-            p1_ratio * 100.0,
-            verdict(p1_ratio >= 0.3)
-        );
-    }
-    let deep = m.measure(
-        format!("list page {}, {conns} conns", opts.deep_page),
-        "req/s",
-        conns,
-        secs,
-        Pace::Closed,
-        list_source(opts.deep_page),
-    );
-    let deep_cost = page1.req_rate() / deep.req_rate().max(1e-9);
-    if let Some(r) = m.rows.last_mut() {
-        r.target = format!(
-            "{:.2}x page 1's cost (<= 2x): {}",
-            deep_cost,
-            verdict(deep_cost <= 2.0)
-        );
-    }
+    let want = |w: &str| opts.only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
+    let mut per_event: Option<f64> = None;
 
-    // 4. readers alone and while an ingest runs.
-    let readers = 8usize;
-    let alone = m.measure(
-        format!("readers alone (page 1), {readers} conns"),
-        "req/s",
-        readers,
-        secs,
-        Pace::Closed,
-        list_source(1),
-    );
-    note("readers while ingest runs");
-    server.reset_peak();
-    let ingest_src = batch_source(reader_ingest_batches, &world.ingest_key, ic, true);
-    let (during, bg) = runtime.block_on(async {
-        tokio::join!(
-            load::run(&target, readers, secs, Pace::Closed, list_source(1)),
-            load::run(&target, ic, secs, Pace::Closed, ingest_src)
-        )
-    });
-    let rss = server.peak_rss_mib();
-    m.peak = m.peak.max(rss);
-    let keep = during.req_rate() / alone.req_rate().max(1e-9);
-    let mut r = Row::new(
-        format!("readers during ingest ({} ev/s)", fmt_rate(bg.rate())),
-        "req/s",
-        &during,
-        rss,
-    );
-    r.target = format!(
-        "keep {:.0}% of alone (>= 50%): {}",
-        keep * 100.0,
-        verdict(keep >= 0.5)
-    );
-    m.rows.push(r);
-    if bg.errors > 0 || during.errors > 0 {
-        m.notes.push(format!(
-            "readers during ingest: {} reader errors, {} ingest errors; first: {:?} {:?}",
-            during.errors, bg.errors, during.first_error, bg.first_error
-        ));
-    }
-
-    // 5. delete by name, from the end of the big list.
-    let total = opts.domains;
-    let delete_key = world.list_key.clone();
-    let c = conns as u64;
-    let del = m.measure(
-        format!("delete by name, {conns} conns"),
-        "req/s",
-        conns,
-        secs,
-        Pace::Closed,
-        Arc::new(move |w, n| {
-            let i = n * c + w as u64;
-            let idx = total.checked_sub(i + 1)?;
-            Some(Req {
-                method: Method::DELETE,
-                path: format!(
-                    "/1.0/domains?customerKey={delete_key}&where%5Bname%5D={}",
-                    data::domain(data::SPACE_LIST, idx)
-                ),
-                body: None,
-                auth: None,
-                expect: 204,
-                units: 1,
-            })
-        }),
-    );
-    if let Some(r) = m.rows.last_mut() {
-        r.target = format!("{:.0}% of hello", del.req_rate() / hello_rate * 100.0);
-    }
-
-    // 6. management: list and create sites and users under one organization.
-    let auth: Arc<str> = Arc::from(world.mgmt_auth.as_str());
-    let org = world.mgmt_org;
-    let mgmt = |what: &'static str, create: bool| -> Source {
-        let auth = auth.clone();
-        Arc::new(move |w, n| {
-            let path = format!("/v1/organizations/{org}/{what}");
-            let body = match (create, what) {
-                (false, _) => None,
-                (true, "sites") => Some(format!(r#"{{"name":"bench site {w}-{n}"}}"#)),
-                (true, _) => Some(format!(
-                    r#"{{"firstname":"Bench","lastname":"User {w}-{n}","email":"u{w}-{n}@bench.example","password":"Bench-password-{n}!","roleId":2,"timezone":"UTC"}}"#
-                )),
-            };
-            Some(Req {
-                method: if create { Method::POST } else { Method::GET },
-                path,
-                body: body.map(Bytes::from),
-                auth: Some(auth.clone()),
-                expect: 200,
-                units: 1,
-            })
-        })
-    };
-    let mc = 8usize;
-    for (what, create) in [
-        ("sites", true),
-        ("sites", false),
-        ("users", true),
-        ("users", false),
-    ] {
-        let verb = if create { "POST" } else { "GET" };
-        let s = m.measure(
-            format!("management {verb} /v1/organizations/ID/{what}, {mc} conns"),
-            "req/s",
-            mc,
-            secs,
+    // 1. ingest, all new domains; then the 90%-repeat mix.
+    let ic = opts.ingest_clients;
+    if want("ingest") {
+        let long = Duration::from_secs(3600);
+        let db_before = db_logical_bytes(&db);
+        let ingest_new = m.measure(
+            format!("ingest new domains, 1 MiB x {batch_events} ev, {ic} clients"),
+            "events/s",
+            ic,
+            long,
             Pace::Closed,
-            mgmt(what, create),
+            batch_source(new_batches.clone(), &world.ingest_key, ic, false),
+        );
+        let db_after = db_logical_bytes(&db);
+        per_event =
+            Some(db_after.saturating_sub(db_before) as f64 / ingest_new.units.max(1) as f64);
+        let ingest_ratio = ingest_new.rate() / ceiling;
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.0}% of storage ceiling (>= 70%): {}",
+                ingest_ratio * 100.0,
+                verdict(ingest_ratio >= 0.7)
+            );
+        }
+        let ingest_mix = m.measure(
+            format!("ingest 90% repeat / 10% new, {ic} clients"),
+            "events/s",
+            ic,
+            long,
+            Pace::Closed,
+            batch_source(mixed_batches, &world.mixed_key, ic, false),
         );
         if let Some(r) = m.rows.last_mut() {
-            r.target = if s.ok == 0 {
-                "not served yet (see errors)".into()
-            } else {
-                format!("{:.0}% of hello", s.req_rate() / hello_rate * 100.0)
-            };
+            r.target = format!(">= 200k/s: {}", verdict(ingest_mix.rate() >= 200_000.0));
+        }
+    }
+    if want("single") {
+        // 2. single events: closed loop for the maximum, then open loop at 80% of it.
+        let single_source = |space: u64| -> Source {
+            let path = enf(&world.mixed_key);
+            Arc::new(move |w, n| {
+                let i = (w as u64) << 32 | n;
+                let body = Bytes::from(data::event_json(&data::domain(space, i), i));
+                Some(Req::post(path.clone(), body, 202, 1))
+            })
+        };
+        let single = m.measure(
+            format!("single events, closed loop, {conns} conns"),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            single_source(21),
+        );
+        let single_ratio = single.req_rate() / hello_rate;
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.0}% of hello (>= 40%): {}",
+                single_ratio * 100.0,
+                verdict(single_ratio >= 0.4)
+            );
+        }
+        let open_rate = (single.req_rate() * 0.8).max(10.0);
+        let open = m.measure(
+            format!(
+                "single events, open loop {} req/s (80%)",
+                fmt_rate(open_rate)
+            ),
+            "req/s",
+            conns,
+            secs,
+            Pace::Open(open_rate),
+            single_source(22),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "p99 {} ms (< 20 ms): {}",
+                fmt_ms(open.pct_ms(0.99)),
+                verdict(open.pct_ms(0.99) < 20.0)
+            );
+        }
+    }
+    if want("list") {
+        // 3. list: first page and a deep page.
+        let page1 = m.measure(
+            format!("list page 1 of {} domains, {conns} conns", opts.domains),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            list_source(1),
+        );
+        let p1_ratio = page1.req_rate() / hello_rate;
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.0}% of hello (>= 30%): {}",
+                p1_ratio * 100.0,
+                verdict(p1_ratio >= 0.3)
+            );
+        }
+        let deep = m.measure(
+            format!("list page {}, {conns} conns", opts.deep_page),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            list_source(opts.deep_page),
+        );
+        let deep_cost = page1.req_rate() / deep.req_rate().max(1e-9);
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.2}x page 1's cost (<= 2x): {}",
+                deep_cost,
+                verdict(deep_cost <= 2.0)
+            );
+        }
+    }
+    if want("readers") {
+        // 4. readers alone and while an ingest runs.
+        let readers = 8usize;
+        let alone = m.measure(
+            format!("readers alone (page 1), {readers} conns"),
+            "req/s",
+            readers,
+            secs,
+            Pace::Closed,
+            list_source(1),
+        );
+        note("readers while ingest runs");
+        server.reset_peak();
+        let ingest_src = batch_source(reader_ingest_batches, &world.ingest_key, ic, true);
+        let (during, bg) = runtime.block_on(async {
+            tokio::join!(
+                load::run(&target, readers, secs, Pace::Closed, list_source(1)),
+                load::run(&target, ic, secs, Pace::Closed, ingest_src)
+            )
+        });
+        let rss = server.peak_rss_mib();
+        m.peak = m.peak.max(rss);
+        let keep = during.req_rate() / alone.req_rate().max(1e-9);
+        let mut r = Row::new(
+            format!("readers during ingest ({} ev/s)", fmt_rate(bg.rate())),
+            "req/s",
+            &during,
+            rss,
+        );
+        r.target = format!(
+            "keep {:.0}% of alone (>= 50%): {}",
+            keep * 100.0,
+            verdict(keep >= 0.5)
+        );
+        m.rows.push(r);
+        if bg.errors > 0 || during.errors > 0 {
+            m.notes.push(format!(
+                "readers during ingest: {} reader errors, {} ingest errors; first: {:?} {:?}",
+                during.errors, bg.errors, during.first_error, bg.first_error
+            ));
+        }
+    }
+    if want("delete") {
+        // 5. delete by name, from the end of the big list.
+        let total = opts.domains;
+        let delete_key = world.list_key.clone();
+        let c = conns as u64;
+        let del = m.measure(
+            format!("delete by name, {conns} conns"),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            Arc::new(move |w, n| {
+                let i = n * c + w as u64;
+                let idx = total.checked_sub(i + 1)?;
+                Some(Req {
+                    method: Method::DELETE,
+                    path: format!(
+                        "/1.0/domains?customerKey={delete_key}&where%5Bname%5D={}",
+                        data::domain(data::SPACE_LIST, idx)
+                    ),
+                    body: None,
+                    auth: None,
+                    expect: 204,
+                    units: 1,
+                })
+            }),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!("{:.0}% of hello", del.req_rate() / hello_rate * 100.0);
+        }
+    }
+    if want("management") {
+        // 6. management: list and create sites and users under one organization.
+        let auth: Arc<str> = Arc::from(world.mgmt_auth.as_str());
+        let org = world.mgmt_org;
+        let mgmt = |what: &'static str, create: bool| -> Source {
+            let auth = auth.clone();
+            Arc::new(move |w, n| {
+                let path = format!("/v1/organizations/{org}/{what}");
+                let body = match (create, what) {
+                    (false, _) => None,
+                    (true, "sites") => Some(format!(r#"{{"name":"bench site {w}-{n}"}}"#)),
+                    (true, _) => Some(format!(
+                        r#"{{"firstname":"Bench","lastname":"User {w}-{n}","email":"u{w}-{n}@bench.example","password":"Bench-password-{n}!","roleId":2,"timezone":"UTC"}}"#
+                    )),
+                };
+                Some(Req {
+                    method: if create { Method::POST } else { Method::GET },
+                    path,
+                    body: body.map(Bytes::from),
+                    auth: Some(auth.clone()),
+                    expect: 200,
+                    units: 1,
+                })
+            })
+        };
+        let mc = 8usize;
+        for (what, create) in [
+            ("sites", true),
+            ("sites", false),
+            ("users", true),
+            ("users", false),
+        ] {
+            let verb = if create { "POST" } else { "GET" };
+            let s = m.measure(
+                format!("management {verb} /v1/organizations/ID/{what}, {mc} conns"),
+                "req/s",
+                mc,
+                secs,
+                Pace::Closed,
+                mgmt(what, create),
+            );
+            if let Some(r) = m.rows.last_mut() {
+                r.target = if s.ok == 0 {
+                    "not served yet (see errors)".into()
+                } else {
+                    format!("{:.0}% of hello", s.req_rate() / hello_rate * 100.0)
+                };
+            }
         }
     }
 
     let Measure {
         rows,
-        notes,
+        mut notes,
         peak: peak_overall,
         ..
     } = m;
 
     // Start-up with the full data directory and reputation file.
+    let log = server.log.clone();
     server.stop().map_err(|e| format!("server: {e}"))?;
+    if let Some(line) = log
+        .lock()
+        .ok()
+        .and_then(|l| l.iter().find(|l| l.contains("writer stopped")).cloned())
+    {
+        notes.push(format!(
+            "server: {}",
+            line.rsplit("] ").next().unwrap_or(&line)
+        ));
+    }
     let mut starts = Vec::new();
     let mut start_rss = 0f64;
     for _ in 0..3 {
@@ -800,7 +841,7 @@ fn run_in(
         }
     }
     let per_row = preload_bytes as f64 / opts.domains.max(1) as f64;
-    let per_event = db_after.saturating_sub(db_before) as f64 / ingest_new.units.max(1) as f64;
+    let per_event = per_event.map_or("-".to_string(), |b| format!("{b:.0}"));
     println!(
         "| peak RSS of the server, all workloads, {} domains | | | | | | | {:.0} | < 100 MiB: {} |",
         opts.domains,

@@ -41,6 +41,10 @@ pub struct BenchArgs {
     /// keep the temporary data directory
     #[argh(switch)]
     pub keep: bool,
+    /// run only these workloads, comma-separated: ingest, single, list, readers, delete,
+    /// management (the baselines always run)
+    #[argh(option)]
+    pub only: Option<String>,
     /// the parasol binary to benchmark (default: this one)
     #[argh(option)]
     pub server_binary: Option<PathBuf>,
@@ -88,6 +92,10 @@ pub fn run(args: BenchArgs) -> i32 {
         deep_page: args.deep_page.unwrap_or(base.deep_page).max(1),
         pin: !args.no_pin,
         keep: args.keep,
+        only: args
+            .only
+            .as_ref()
+            .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
         ..base
     };
     match crate::bench::run(opts) {

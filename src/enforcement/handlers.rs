@@ -21,6 +21,9 @@ use super::event::{validate_body, EventsError};
 /// Default and largest page size of GET /1.0/domains.
 pub const PAGE_SIZE: u64 = 200;
 
+/// A request with this many events gets a write transaction of its own.
+const ALONE_EVENTS: usize = 256;
+
 /// Event bodies larger than this are validated on a blocking thread.
 const BLOCKING_BODY_BYTES: usize = 32 * 1024;
 
@@ -154,28 +157,29 @@ async fn post_events(
             });
         }
     };
+    let n_events = prepared.len();
     let batch = uuid::Uuid::new_v4();
     let batch_text = batch.hyphenated().to_string();
     let now = crate::timefmt::now();
     let allowance = state.rate.new_domain_allowance(&key);
     let k = key.clone();
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
-    let stored = state
-        .store
-        .write(move |conn| {
-            let Some(org) = resolve_customer_key(conn, &k)? else {
-                return Ok(None);
-            };
-            let added = domains::ingest(conn, org, &batch_text, now, &prepared)?;
-            match allowance {
-                // Over the new-domain budget: undo this request's writes.
-                Some(max) if added > max => {
-                    Err(StoreError::Aborted(format!("{added} new domains")))
-                }
-                _ => Ok(Some(added)),
-            }
-        })
-        .await;
+    let write = move |conn: &rusqlite::Connection| {
+        let Some(org) = resolve_customer_key(conn, &k)? else {
+            return Ok(None);
+        };
+        let added = domains::ingest(conn, org, &batch_text, now, &prepared)?;
+        match allowance {
+            // Over the new-domain budget: undo this request's writes.
+            Some(max) if added > max => Err(StoreError::Aborted(format!("{added} new domains"))),
+            _ => Ok(Some(added)),
+        }
+    };
+    let stored = if n_events >= ALONE_EVENTS {
+        state.store.write_alone(write).await
+    } else {
+        state.store.write(write).await
+    };
     let added = match stored {
         Ok(Some(added)) => added,
         Ok(None) => return Err(EnfError::InvalidCredentials),

@@ -70,7 +70,14 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// What the writer hands back after running a job inside the group transaction: called once the
 /// transaction's fate is known, with `Err` if the commit failed.
 type Completion = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+type JobFn = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+
+/// A write queued for the writer.
+struct Job {
+    run: JobFn,
+    /// Large enough to fill a transaction by itself (see `Store::write_alone`).
+    alone: bool,
+}
 
 /// Most jobs folded into one transaction. Bounded so that one commit's latency stays small.
 const MAX_GROUP: usize = 256;
@@ -85,10 +92,11 @@ const WRITER_CACHE_KIB: i64 = 16 * 1024;
 /// anyway, so a few connections serve as well as many and cap the memory.
 const MAX_READERS: usize = 4;
 
-/// The checkpointer copies the WAL into the database file in the background once it holds this
-/// many pages, so that the writer never pays for a checkpoint inside a commit.
-const CHECKPOINT_PAGES: i64 = 4096;
-/// ... and truncates it (briefly holding up the writer) once it has grown past this many bytes
+/// The checkpointer copies what was committed into the database file in the background at this
+/// interval, so that the writer never pays for a checkpoint (and its fsync of the database file)
+/// inside a commit ...
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+/// ... and restarts the WAL (briefly holding up the writer) once it has grown past this many bytes
 /// because passive checkpoints could not keep up with a continuous stream of commits.
 const WAL_RESTART_BYTES: u64 = 256 * 1024 * 1024;
 
@@ -137,9 +145,9 @@ impl Store {
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         // Checkpoints run on the checkpointer thread, never inside the writer's commits.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        let checkpointer = Checkpointer::start(path)?;
         let (tx, rx) = mpsc::channel::<Job>(4096);
         let commits = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let checkpointer = Checkpointer::start(path, commits.clone())?;
         let jobs = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let counters = (commits.clone(), jobs.clone());
         let handle = std::thread::Builder::new()
@@ -180,8 +188,28 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        self.queue(f, false).await
+    }
+
+    /// Like `write`, for a write large enough to fill a transaction by itself (a batch of
+    /// thousands of events): it gets a transaction of its own, without a savepoint. Grouping
+    /// such writes saves little (their commit is already shared by thousands of rows), while a
+    /// savepoint over one would first copy every page it touches to a sub-journal.
+    pub async fn write_alone<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        self.queue(f, true).await
+    }
+
+    async fn queue<T, F>(&self, f: F, alone: bool) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel::<Result<T>>();
-        let job: Job = Box::new(move |conn: &Connection| -> Completion {
+        let run: JobFn = Box::new(move |conn: &Connection| -> Completion {
             let result = run_in_savepoint(conn, f);
             Box::new(move |commit: std::result::Result<(), String>| {
                 let out = match (commit, result) {
@@ -192,6 +220,7 @@ impl Store {
                 let _ = tx.send(out);
             })
         });
+        let job = Job { run, alone };
         let sender = self
             .inner
             .sender
@@ -298,10 +327,20 @@ fn writer_loop(
     checkpointer: Checkpointer,
 ) {
     let mut jobs: Vec<Job> = Vec::with_capacity(MAX_GROUP);
-    while let Some(first) = rx.blocking_recv() {
+    // A large job met while gathering a group waits for the next transaction.
+    let mut held: Option<Job> = None;
+    loop {
+        let Some(first) = held.take().or_else(|| rx.blocking_recv()) else {
+            break;
+        };
+        let first_alone = first.alone;
         jobs.push(first);
-        while jobs.len() < MAX_GROUP {
+        while !first_alone && jobs.len() < MAX_GROUP {
             match rx.try_recv() {
+                Ok(j) if j.alone => {
+                    held = Some(j);
+                    break;
+                }
                 Ok(j) => jobs.push(j),
                 Err(_) => break,
             }
@@ -320,11 +359,11 @@ fn writer_loop(
         let (completions, failed): (Vec<Completion>, bool) = if alone {
             // No savepoint: a failed job says so through LAST_JOB_FAILED, and the transaction
             // is rolled back below instead of committed.
-            let job = jobs.pop().map(|job| job(&conn));
+            let job = jobs.pop().map(|job| (job.run)(&conn));
             let failed = LAST_JOB_FAILED.with(|f| f.replace(false));
             (job.into_iter().collect(), failed)
         } else {
-            (jobs.drain(..).map(|job| job(&conn)).collect(), false)
+            (jobs.drain(..).map(|job| (job.run)(&conn)).collect(), false)
         };
         let commit = if failed {
             // The lone job's error is its answer; its changes are undone with the transaction.
@@ -343,7 +382,6 @@ fn writer_loop(
         for c in completions {
             c(commit.clone());
         }
-        checkpointer.poke();
     }
     checkpointer.stop();
     log::info!(
@@ -362,27 +400,36 @@ thread_local! {
 /// so that commits never wait for a checkpoint. Durability is unaffected: each commit is already
 /// on disk in the WAL (synchronous=FULL) before any request is answered.
 struct Checkpointer {
-    wake: std::sync::mpsc::SyncSender<()>,
+    stop: std::sync::mpsc::SyncSender<()>,
     handle: JoinHandle<()>,
-    wal: PathBuf,
 }
 
 impl Checkpointer {
-    fn start(db: &Path) -> Result<Checkpointer> {
+    fn start(db: &Path, commits: Arc<AtomicU64>) -> Result<Checkpointer> {
         let conn = open_connection(db)?;
-        let (wake, rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let (stop, rx) = std::sync::mpsc::sync_channel::<()>(1);
         let mut wal = db.as_os_str().to_owned();
         wal.push("-wal");
         let wal = PathBuf::from(wal);
-        let wal_path = wal.clone();
         let handle = std::thread::Builder::new()
             .name("parasol-checkpoint".into())
             .spawn(move || {
-                while rx.recv().is_ok() {
-                    let big =
-                        std::fs::metadata(&wal_path).map_or(0, |m| m.len()) > WAL_RESTART_BYTES;
-                    let mode = if big { "RESTART" } else { "PASSIVE" };
-                    if let Err(e) = conn.execute_batch(&format!("PRAGMA wal_checkpoint({mode})")) {
+                let mut seen = commits.load(Ordering::Relaxed);
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(CHECKPOINT_INTERVAL)
+                {
+                    let now = commits.load(Ordering::Relaxed);
+                    if now == seen {
+                        continue;
+                    }
+                    seen = now;
+                    let big = std::fs::metadata(&wal).map_or(0, |m| m.len()) > WAL_RESTART_BYTES;
+                    let sql = if big {
+                        "PRAGMA wal_checkpoint(RESTART)"
+                    } else {
+                        "PRAGMA wal_checkpoint(PASSIVE)"
+                    };
+                    if let Err(e) = conn.execute_batch(sql) {
                         log::warn!("checkpoint failed: {e}");
                     }
                 }
@@ -390,20 +437,11 @@ impl Checkpointer {
                 let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
             })
             .map_err(|e| StoreError::Task(e.to_string()))?;
-        Ok(Checkpointer { wake, handle, wal })
-    }
-
-    /// Called by the writer after each transaction: wakes the checkpointer when the WAL holds
-    /// enough pages (a wake-up already pending is enough).
-    fn poke(&self) {
-        let pages = std::fs::metadata(&self.wal).map_or(0, |m| m.len()) / 4096;
-        if pages as i64 >= CHECKPOINT_PAGES {
-            let _ = self.wake.try_send(());
-        }
+        Ok(Checkpointer { stop, handle })
     }
 
     fn stop(self) {
-        drop(self.wake);
+        drop(self.stop);
         let _ = self.handle.join();
     }
 }
