@@ -561,21 +561,39 @@ fn run_in(
     }
     if want("single") {
         // 2. single events: closed loop for the maximum, then open loop at 80% of it.
-        let single_source = |space: u64| -> Source {
+        // Like the realistic ingest: 90% of the events name one of the already-listed domains.
+        let single_source = |space: u64, mixed: bool| -> Source {
             let path = enf(&world.mixed_key);
             Arc::new(move |w, n| {
                 let i = (w as u64) << 32 | n;
-                let body = Bytes::from(data::event_json(&data::domain(space, i), i));
+                let r = data::mix(i ^ space << 48);
+                let name = if mixed && r % 10 != 0 {
+                    data::domain(data::SPACE_HOT, r % data::HOT_DOMAINS)
+                } else {
+                    data::domain(space, i)
+                };
+                let body = Bytes::from(data::event_json(&name, i));
                 Some(Req::post(path.clone(), body, 202, 1))
             })
         };
-        let single = m.measure(
-            format!("single events, closed loop, {conns} conns"),
+        let new = m.measure(
+            format!("single events, all new domains, {conns} conns"),
             "req/s",
             conns,
             secs,
             Pace::Closed,
-            single_source(21),
+            single_source(23, false),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!("{:.0}% of hello", new.req_rate() / hello_rate * 100.0);
+        }
+        let single = m.measure(
+            format!("single events, 90% repeat, closed loop, {conns} conns"),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            single_source(21, true),
         );
         let single_ratio = single.req_rate() / hello_rate;
         if let Some(r) = m.rows.last_mut() {
@@ -595,7 +613,7 @@ fn run_in(
             conns,
             secs,
             Pace::Open(open_rate),
-            single_source(22),
+            single_source(22, true),
         );
         if let Some(r) = m.rows.last_mut() {
             r.target = format!(
@@ -861,7 +879,7 @@ fn run_in(
         first_start.as_secs_f64()
     );
     println!(
-        "| database size | {per_row:.0} B per listed domain with its event (pre-load); {per_event:.0} B per new domain + event (ingest) | | | | | | | |"
+        "| database size | {per_row:.0} B per listed domain with its event (pre-load); {per_event} B per new domain + event (ingest) | | | | | | | |"
     );
     println!(
         "| binary size | {:.1} MiB | | | | | | | |",
