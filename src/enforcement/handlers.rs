@@ -140,6 +140,17 @@ async fn post_events(
     // A large batch takes milliseconds to parse: off the runtime's threads, so that the small
     // requests of other connections (reads above all) are not held up behind it.
     let checked = if body.len() > BLOCKING_BODY_BYTES {
+        // At most one large body per core is parsed at a time: more would not finish sooner, and
+        // each holds several times its size in parsed form.
+        static PARSERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+        let parsers = PARSERS.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            tokio::sync::Semaphore::new(cores)
+        });
+        let _permit = parsers
+            .acquire()
+            .await
+            .map_err(|e| EnfError::from(StoreError::Task(e.to_string())))?;
         tokio::task::spawn_blocking(move || check(&body))
             .await
             .map_err(|e| EnfError::from(StoreError::Task(e.to_string())))?
