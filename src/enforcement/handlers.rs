@@ -193,6 +193,9 @@ async fn post_events(
     } else {
         state.store.write(write).await
     };
+    if n_events >= ALONE_EVENTS {
+        crate::server::release_freed_memory();
+    }
     let added = match stored {
         Ok(Some(added)) => added,
         Ok(None) => return Err(EnfError::InvalidCredentials),

@@ -117,11 +117,19 @@ pub fn ingest(
 
     for (idx, e) in events.iter().enumerate() {
         insert_event.execute(params![batch_id, idx as i64, e.domain, e.listed, e.body])?;
-        if !e.listed {
-            continue;
-        }
+    }
+    // Each listed name once, in the order of its first event: a batch that names a domain many
+    // times costs one statement for it (new entries still get their positions, and ids, in the
+    // order the client sent them).
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let names = events
+        .iter()
+        .filter(|e| e.listed)
+        .map(|e| e.domain.as_str())
+        .filter(|d| seen.insert(d));
+    for name in names {
         let got: Option<i64> = upsert
-            .query_row(params![org, e.domain, seq + 1, now], |r| r.get(0))
+            .query_row(params![org, name, seq + 1, now], |r| r.get(0))
             .optional()?;
         if got == Some(seq + 1) {
             seq += 1;
