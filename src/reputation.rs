@@ -198,12 +198,15 @@ fn parse_domain(s: &str, lineno: usize) -> Result<String, String> {
         .map_err(|_| format!("line {lineno}: {:?} is not a valid domain name", s.trim()))
 }
 
+/// Parses one line (without its comment) into a name and its value; the error names the line.
+type LineParser = fn(&str, usize) -> Result<(String, i8), String>;
+
 /// Parses the lines of `reader` with `line_fn` (which gets a line without its comment and
 /// returns the name and its value) into a table.
 fn parse_lines(
     mut reader: impl BufRead,
     size_hint: usize,
-    line_fn: fn(&str, usize) -> Result<(String, i8), String>,
+    line_fn: LineParser,
 ) -> Result<NameTable, String> {
     let mut table = NameTable::with_arena(size_hint);
     let mut line = String::new();

@@ -520,7 +520,11 @@ fn run_in(
         );
         Arc::new(move |_, _| Some(Req::get(path.clone())))
     };
-    let want = |w: &str| opts.only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
+    let want = |w: &str| {
+        opts.only
+            .as_ref()
+            .map_or(true, |o| o.iter().any(|x| x == w))
+    };
     let mut per_event: Option<f64> = None;
 
     // 1. ingest, all new domains; then the 90%-repeat mix.

@@ -290,7 +290,7 @@ mod fast {
             && e.provider_name == "Security Platform"
             && e.dst_ip
                 .as_ref()
-                .is_none_or(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok());
+                .map_or(true, |ip| ip.parse::<std::net::Ipv4Addr>().is_ok());
         if !ok {
             return None;
         }
