@@ -257,7 +257,7 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
     // One read transaction: the key and the page come from the same snapshot.
     let found = state
         .store
-        .read(move |conn| {
+        .read_short(move |conn| {
             let Some(org) = resolve_customer_key(conn, &k)? else {
                 return Ok(None);
             };
