@@ -797,15 +797,30 @@ fn run_in(
     // Start-up with the full data directory and reputation file.
     let log = server.log.clone();
     server.stop().map_err(|e| format!("server: {e}"))?;
-    if let Some(line) = log
-        .lock()
-        .ok()
-        .and_then(|l| l.iter().find(|l| l.contains("writer stopped")).cloned())
-    {
-        notes.push(format!(
-            "server: {}",
-            line.rsplit("] ").next().unwrap_or(&line)
-        ));
+    if let Ok(lines) = log.lock() {
+        let strip = |l: &str| l.rsplit("] ").next().unwrap_or(l).to_string();
+        let slow: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("slow write transaction"))
+            .collect();
+        if let Some(first) = slow.first() {
+            let ms = |l: &&&String| {
+                l.split("transaction: ")
+                    .nth(1)
+                    .and_then(|r| r.split(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            let worst = slow.iter().max_by_key(ms).unwrap_or(first);
+            notes.push(format!(
+                "server: {} slow write transactions (> 50 ms); first: {}; worst: {}",
+                slow.len(),
+                strip(first),
+                strip(worst)
+            ));
+        }
+        if let Some(line) = lines.iter().find(|l| l.contains("writer stopped")) {
+            notes.push(format!("server: {}", strip(line)));
+        }
     }
     let mut starts = Vec::new();
     let mut start_rss = 0f64;

@@ -98,6 +98,9 @@ const MAX_READERS: usize = 4;
 /// interval, so that the writer never pays for a checkpoint (and its fsync of the database file)
 /// inside a commit ...
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+/// A write transaction taking longer than this is logged (a warning: it holds up every request
+/// in its group).
+const SLOW_TRANSACTION: std::time::Duration = std::time::Duration::from_millis(50);
 /// ... and restarts the WAL (briefly holding up the writer) once it has grown past this many bytes
 /// because passive checkpoints could not keep up with a continuous stream of commits.
 const WAL_RESTART_BYTES: u64 = 256 * 1024 * 1024;
@@ -382,6 +385,8 @@ fn writer_loop(
             }
         }
         job_count.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let group = jobs.len();
         let alone = jobs.len() == 1;
         // Savepoints are needed only when a job may fail on its own in a group of several.
         let no_savepoints = alone || jobs.iter().all(|j| j.shared);
@@ -398,6 +403,7 @@ fn writer_loop(
         // is rolled back below instead of committed.
         let completions: Vec<Completion> = jobs.drain(..).map(|job| (job.run)(&conn)).collect();
         let failed = LAST_JOB_FAILED.with(|f| f.replace(false));
+        let ran = started.elapsed();
         let commit = if failed {
             // The failed job's own error is its answer (it wins over this one); the others in the
             // group learn that nothing of theirs was stored.
@@ -410,6 +416,14 @@ fn writer_loop(
                 e.to_string()
             })
         };
+        let took = started.elapsed();
+        if took > SLOW_TRANSACTION {
+            log::warn!(
+                "slow write transaction: {} ms for {group} writes ({} ms of it in COMMIT)",
+                took.as_millis(),
+                (took - ran).as_millis()
+            );
+        }
         if commit.is_ok() && !failed {
             commits.fetch_add(1, Ordering::Relaxed);
         }
