@@ -506,6 +506,31 @@ fn fail_job(job: Job, _conn: &Connection, why: String) {
 mod tests {
     use super::*;
 
+    /// Creates table `t` with the given column definition.
+    async fn create_t(store: &Store, column: &'static str) {
+        store
+            .write(move |c| {
+                c.execute_batch(&format!("CREATE TABLE t ({column})"))?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Holds the writer busy for 200 ms so that the next writes queue up behind it, in one group.
+    async fn hold_writer(store: &Store) -> tokio::task::JoinHandle<Result<()>> {
+        let s = store.clone();
+        let blocker = tokio::spawn(async move {
+            s.write(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                Ok(())
+            })
+            .await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        blocker
+    }
+
     fn temp_db() -> (PathBuf, Store) {
         let dir = std::env::temp_dir().join(format!("parasol-store-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -536,24 +561,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_share_transactions_and_failures_stay_isolated() {
         let (dir, store) = temp_db();
-        store
-            .write(|c| {
-                c.execute_batch("CREATE TABLE t (v INTEGER UNIQUE)")?;
-                Ok(())
-            })
-            .await
-            .unwrap();
+        create_t(&store, "v INTEGER UNIQUE").await;
         let before = store.commit_count();
-        // Hold the writer busy so that the next requests queue up behind it.
-        let s = store.clone();
-        let blocker = tokio::spawn(async move {
-            s.write(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                Ok(())
-            })
-            .await
-        });
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let blocker = hold_writer(&store).await;
         let mut tasks = Vec::new();
         for i in 0..200i64 {
             let s = store.clone();
@@ -594,13 +604,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_write_alone_in_its_transaction_leaves_nothing() {
         let (dir, store) = temp_db();
-        store
-            .write(|c| {
-                c.execute_batch("CREATE TABLE t (v INTEGER UNIQUE)")?;
-                Ok(())
-            })
-            .await
-            .unwrap();
+        create_t(&store, "v INTEGER UNIQUE").await;
         // One job at a time: each runs without a savepoint.
         let failed = store
             .write(|c| {
@@ -638,22 +642,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failing_shared_write_fails_its_whole_group_and_stores_nothing() {
         let (dir, store) = temp_db();
-        store
-            .write(|c| {
-                c.execute_batch("CREATE TABLE t (v INTEGER)")?;
-                Ok(())
-            })
-            .await
-            .unwrap();
-        let s = store.clone();
-        let blocker = tokio::spawn(async move {
-            s.write(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                Ok(())
-            })
-            .await
-        });
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        create_t(&store, "v INTEGER").await;
+        let blocker = hold_writer(&store).await;
         let mut tasks = Vec::new();
         for i in 0..10i64 {
             let s = store.clone();
