@@ -3,6 +3,7 @@
 //! and exits with status 1.
 
 mod backup;
+mod bench;
 mod devices;
 mod lists;
 mod org_resources;
@@ -44,6 +45,7 @@ pub enum Command {
     Va(devices::VaCmd),
     Backup(backup::BackupCmd),
     Restore(backup::RestoreCmd),
+    Bench(bench::BenchArgs),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -66,6 +68,7 @@ pub fn main(cli: Cli) -> i32 {
     };
     let result = match command {
         Command::Serve(args) => return serve::run(args),
+        Command::Bench(args) => return bench::run(args),
         Command::Provider(c) => tenants::provider(c),
         Command::Msp(c) => tenants::msp(c),
         Command::Org(c) => tenants::org(c),

@@ -56,6 +56,14 @@ const OPTIONAL: &[(&str, Option<&str>)] = &[
 
 /// Validates a request body. All or nothing: any bad element refuses the whole body.
 pub fn validate_body(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
+    if let Some(events) = fast::validate(body) {
+        return Ok(events);
+    }
+    validate_slow(body)
+}
+
+/// The general validator: the whole body as a JSON tree, every problem named.
+fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| EventsError::Malformed(format!("Malformed JSON: {e}")))?;
     let mut errors = Vec::new();
@@ -201,6 +209,117 @@ fn validate_event(
     })
 }
 
+/// The fast path for what clients send nearly always: events whose fields all use the canonical
+/// spelling and the right types and pass every check. Such a body is read straight into typed
+/// fields (no JSON tree, no map per event) and each event's text is kept exactly as sent. Any
+/// doubt (an alternative spelling, a wrong type, a failed check, anything unusual) answers `None`
+/// and the general validator decides, with its error messages. Both accept exactly the same
+/// bodies.
+mod fast {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+    use serde_json::value::RawValue;
+
+    use super::ValidEvent;
+    use crate::enforcement::domain;
+
+    #[derive(Deserialize)]
+    struct Event<'a> {
+        #[serde(borrow, rename = "deviceId")]
+        device_id: Cow<'a, str>,
+        #[serde(borrow, rename = "deviceVersion")]
+        device_version: Cow<'a, str>,
+        #[serde(borrow, rename = "eventTime")]
+        event_time: Cow<'a, str>,
+        #[serde(borrow, rename = "alertTime")]
+        alert_time: Cow<'a, str>,
+        #[serde(borrow, rename = "dstDomain")]
+        dst_domain: Cow<'a, str>,
+        #[serde(borrow, rename = "dstUrl")]
+        dst_url: Cow<'a, str>,
+        #[serde(borrow, rename = "protocolVersion")]
+        protocol_version: Cow<'a, str>,
+        #[serde(borrow, rename = "providerName")]
+        provider_name: Cow<'a, str>,
+        #[serde(borrow, default, rename = "dstIp")]
+        dst_ip: Option<Cow<'a, str>>,
+        // The other optional fields need only be strings (or null).
+        #[serde(borrow, default, rename = "eventSeverity")]
+        _severity: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "eventType")]
+        _type: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "eventDescription")]
+        _description: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "eventHash")]
+        _hash: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "fileName")]
+        _file_name: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "fileHash")]
+        _file_hash: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "externalUrl")]
+        _external_url: Option<Cow<'a, str>>,
+        #[serde(borrow, default, rename = "src")]
+        _src: Option<Cow<'a, str>>,
+        #[serde(default, rename = "disableDstSafeguards")]
+        disable: Option<bool>,
+        // Alternative spellings: their presence sends the body to the general validator.
+        #[serde(borrow, default, rename = "deviceID")]
+        alt1: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "dstURL")]
+        alt2: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "dstIP")]
+        alt3: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "externalURL")]
+        alt4: Option<&'a RawValue>,
+    }
+
+    fn check(raw: &RawValue) -> Option<ValidEvent> {
+        let e: Event = serde_json::from_str(raw.get()).ok()?;
+        let ok = e.alt1.is_none()
+            && e.alt2.is_none()
+            && e.alt3.is_none()
+            && e.alt4.is_none()
+            && !e.device_id.is_empty()
+            && !e.device_version.is_empty()
+            && crate::timefmt::parse_rfc3339(&e.event_time).is_some()
+            && crate::timefmt::parse_rfc3339(&e.alert_time).is_some()
+            && !e.dst_url.is_empty()
+            && !e.dst_url.chars().any(char::is_control)
+            && e.protocol_version == "1.0a"
+            && e.provider_name == "Security Platform"
+            && e.dst_ip
+                .as_ref()
+                .is_none_or(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok());
+        if !ok {
+            return None;
+        }
+        Some(ValidEvent {
+            domain: domain::normalize(&e.dst_domain).ok()?,
+            disable_safeguards: e.disable.unwrap_or(false),
+            body: raw.get().to_string(),
+        })
+    }
+
+    pub(super) fn validate(body: &[u8]) -> Option<Vec<ValidEvent>> {
+        let text = std::str::from_utf8(body).ok()?;
+        match text.trim_start().as_bytes().first()? {
+            b'[' => {
+                let items: Vec<&RawValue> = serde_json::from_str(text).ok()?;
+                if items.is_empty() {
+                    return None;
+                }
+                items.into_iter().map(check).collect()
+            }
+            b'{' => {
+                let raw: &RawValue = serde_json::from_str(text).ok()?;
+                Some(vec![check(raw)?])
+            }
+            _ => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +343,64 @@ mod tests {
         match validate_body(v.to_string().as_bytes()) {
             Err(EventsError::Fields(f)) => f,
             other => panic!("expected field errors, got {other:?}"),
+        }
+    }
+
+    /// The fast path and the general validator agree on what they accept and what they make of
+    /// it (the stored text may differ in spacing only).
+    #[test]
+    fn fast_path_agrees_with_the_general_validator() {
+        let mut cases = vec![good()];
+        let mut v = good();
+        v["vendorExtra"] = json!({"x": [1, 2]});
+        v["dstIp"] = json!("192.0.2.1");
+        v["disableDstSafeguards"] = json!(true);
+        v["eventType"] = Value::Null;
+        cases.push(v);
+        for (field, bad) in [
+            ("dstIp", json!("300.1.1.1")),
+            ("eventType", json!(3)),
+            ("src", json!(false)),
+            ("eventSeverity", json!({"a": 1})),
+            ("deviceID", json!("x")),
+            ("dstDomain", json!("not a domain")),
+            ("eventTime", json!("yesterday")),
+            ("dstUrl", json!("a\u{1}b")),
+            ("providerName", json!("Other")),
+            ("disableDstSafeguards", json!("yes")),
+            ("deviceId", Value::Null),
+            ("deviceVersion", json!("")),
+        ] {
+            let mut v = good();
+            v[field] = bad;
+            cases.push(v);
+        }
+        for v in &cases {
+            for body in [v.to_string(), json!([v, good()]).to_string()] {
+                let fast = fast::validate(body.as_bytes());
+                let slow = validate_slow(body.as_bytes());
+                match (&fast, &slow) {
+                    (Some(f), Ok(s)) => {
+                        assert_eq!(f.len(), s.len());
+                        for (a, b) in f.iter().zip(s) {
+                            assert_eq!(
+                                (&a.domain, a.disable_safeguards),
+                                (&b.domain, b.disable_safeguards)
+                            );
+                            let pa: Value = serde_json::from_str(&a.body).unwrap();
+                            let pb: Value = serde_json::from_str(&b.body).unwrap();
+                            assert_eq!(pa, pb, "{body}");
+                        }
+                    }
+                    (Some(_), Err(e)) => {
+                        panic!("fast path accepted what is refused: {body}: {e:?}")
+                    }
+                    (None, _) => assert!(
+                        slow.is_err() || v.get("deviceID").is_some() || v["eventType"].is_null(),
+                        "fast path declined a plain good body: {body}"
+                    ),
+                }
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
-use serde_json::json;
+use serde::Serialize;
 
 use crate::error::EnfError;
 use crate::http::{is_json_content_type, json, no_content, query_encode, Body};
@@ -19,6 +19,35 @@ use super::event::{validate_body, EventsError};
 
 /// Default and largest page size of GET /1.0/domains.
 pub const PAGE_SIZE: u64 = 200;
+
+/// A request with this many events gets a write transaction of its own.
+const ALONE_EVENTS: usize = 256;
+
+/// Event bodies larger than this are validated on a blocking thread.
+const BLOCKING_BODY_BYTES: usize = 32 * 1024;
+
+/// The GET /1.0/domains body, serialised straight from these types (`meta` first).
+#[derive(Serialize)]
+struct Page<'a> {
+    meta: PageMeta,
+    data: &'a [domains::DomainEntry],
+}
+
+#[derive(Serialize)]
+struct PageMeta {
+    page: u64,
+    limit: u64,
+    prev: Link,
+    next: Link,
+}
+
+/// `false`, or the absolute URL of another page.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Link {
+    None(bool),
+    Url(String),
+}
 
 pub async fn handle(
     state: &AppState,
@@ -95,8 +124,41 @@ async fn post_events(
     }
     // The body is checked before the key is looked up, so that a valid request needs one trip to
     // the database; a refused body still answers 403 first when the key is bad.
-    let events = match validate_body(&body) {
-        Ok(events) => events,
+    let reputation = state.reputation.get();
+    let check = move |body: &[u8]| {
+        validate_body(body).map(|events| {
+            events
+                .into_iter()
+                .map(|e| PreparedEvent {
+                    listed: reputation.accepts(&e.domain, e.disable_safeguards),
+                    domain: e.domain,
+                    body: e.body,
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    // A large batch takes milliseconds to parse: off the runtime's threads, so that the small
+    // requests of other connections (reads above all) are not held up behind it.
+    let checked = if body.len() > BLOCKING_BODY_BYTES {
+        // At most one large body per core is parsed at a time: more would not finish sooner, and
+        // each holds several times its size in parsed form.
+        static PARSERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
+        let parsers = PARSERS.get_or_init(|| {
+            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+            tokio::sync::Semaphore::new(cores)
+        });
+        let _permit = parsers
+            .acquire()
+            .await
+            .map_err(|e| EnfError::from(StoreError::Task(e.to_string())))?;
+        tokio::task::spawn_blocking(move || check(&body))
+            .await
+            .map_err(|e| EnfError::from(StoreError::Task(e.to_string())))?
+    } else {
+        check(&body)
+    };
+    let prepared = match checked {
+        Ok(prepared) => prepared,
         Err(e) => {
             organization(state, ctx).await?;
             return Err(match e {
@@ -105,38 +167,35 @@ async fn post_events(
             });
         }
     };
-    let reputation = state.reputation.get();
-    let prepared: Vec<PreparedEvent> = events
-        .into_iter()
-        .map(|e| PreparedEvent {
-            listed: reputation.accepts(&e.domain, e.disable_safeguards),
-            domain: e.domain,
-            body: e.body,
-        })
-        .collect();
-    drop(reputation);
+    let n_events = prepared.len();
     let batch = uuid::Uuid::new_v4();
     let batch_text = batch.hyphenated().to_string();
     let now = crate::timefmt::now();
     let allowance = state.rate.new_domain_allowance(&key);
     let k = key.clone();
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
-    let stored = state
-        .store
-        .write(move |conn| {
-            let Some(org) = resolve_customer_key(conn, &k)? else {
-                return Ok(None);
-            };
-            let added = domains::ingest(conn, org, &batch_text, now, &prepared)?;
-            match allowance {
-                // Over the new-domain budget: undo this request's writes.
-                Some(max) if added > max => {
-                    Err(StoreError::Aborted(format!("{added} new domains")))
-                }
-                _ => Ok(Some(added)),
-            }
-        })
-        .await;
+    let write = move |conn: &rusqlite::Connection| {
+        let Some(org) = resolve_customer_key(conn, &k)? else {
+            return Ok(None);
+        };
+        let added = domains::ingest(conn, org, &batch_text, now, &prepared)?;
+        match allowance {
+            // Over the new-domain budget: undo this request's writes.
+            Some(max) if added > max => Err(StoreError::Aborted(format!("{added} new domains"))),
+            _ => Ok(Some(added)),
+        }
+    };
+    let stored = if n_events >= ALONE_EVENTS {
+        state.store.write_alone(write).await
+    } else if allowance.is_none() {
+        // Without a new-domain budget the write fails only if the database does.
+        state.store.write_shared(write).await
+    } else {
+        state.store.write(write).await
+    };
+    if n_events >= ALONE_EVENTS {
+        crate::server::release_freed_memory();
+    }
     let added = match stored {
         Ok(Some(added)) => added,
         Ok(None) => return Err(EnfError::InvalidCredentials),
@@ -149,9 +208,10 @@ async fn post_events(
         Err(e) => return Err(e.into()),
     };
     state.rate.spend_new_domains(&key, added);
-    Ok(json(
+    // The id holds only hex digits, commas and a hyphen: no JSON escaping needed.
+    Ok(crate::http::json_response(
         StatusCode::ACCEPTED,
-        &json!({ "id": cloud_id(&batch) }),
+        format!("{{\"id\":\"{}\"}}", cloud_id(&batch)).into_bytes(),
     ))
 }
 
@@ -197,7 +257,7 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
     // One read transaction: the key and the page come from the same snapshot.
     let found = state
         .store
-        .read(move |conn| {
+        .read_short(move |conn| {
             let Some(org) = resolve_customer_key(conn, &k)? else {
                 return Ok(None);
             };
@@ -213,28 +273,31 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
     admit(state, &key, 0)?;
     let (page, limit) = params?;
     let (entries, more) = listing.unwrap_or_default();
+    let base = state.base_url(&ctx.headers);
+    let key = query_encode(&key);
     let link = |p: u64| {
-        json!(format!(
-            "{}/1.0/domains?customerKey={}&page={}&limit={}",
-            state.base_url(&ctx.headers),
-            query_encode(&key),
-            p,
-            limit
+        Link::Url(format!(
+            "{base}/1.0/domains?customerKey={key}&page={p}&limit={limit}"
         ))
     };
-    let prev = if page > 1 {
-        link(page - 1)
-    } else {
-        json!(false)
+    let body = Page {
+        meta: PageMeta {
+            page,
+            limit,
+            prev: if page > 1 {
+                link(page - 1)
+            } else {
+                Link::None(false)
+            },
+            next: if more {
+                link(page + 1)
+            } else {
+                Link::None(false)
+            },
+        },
+        data: &entries,
     };
-    let next = if more { link(page + 1) } else { json!(false) };
-    Ok(json(
-        StatusCode::OK,
-        &json!({
-            "meta": { "page": page, "limit": limit, "prev": prev, "next": next },
-            "data": entries,
-        }),
-    ))
+    Ok(json(StatusCode::OK, &body))
 }
 
 enum Target {

@@ -21,28 +21,34 @@ const SUPER_SHIFT: u32 = 16;
 /// Adds `delta` to the live count of one bucket (`domain_buckets` or `domain_superbuckets`),
 /// dropping the row when it reaches zero.
 fn bump(conn: &Connection, table: Level, org: i64, bucket: i64, delta: i64) -> Result<()> {
-    let t = match table {
-        Level::Bucket => "domain_buckets",
-        Level::Super => "domain_superbuckets",
+    // Static statement texts: the statement cache is keyed by them.
+    let (add, drop_empty, sub) = match table {
+        Level::Bucket => (
+            "INSERT INTO domain_buckets (organization_id, bucket, count) VALUES (?1, ?2, ?3)
+             ON CONFLICT (organization_id, bucket) DO UPDATE SET count = count + excluded.count",
+            "DELETE FROM domain_buckets WHERE organization_id = ?1 AND bucket = ?2 AND count + ?3 <= 0",
+            "UPDATE domain_buckets SET count = count + ?3 WHERE organization_id = ?1 AND bucket = ?2",
+        ),
+        Level::Super => (
+            "INSERT INTO domain_superbuckets (organization_id, bucket, count) VALUES (?1, ?2, ?3)
+             ON CONFLICT (organization_id, bucket) DO UPDATE SET count = count + excluded.count",
+            "DELETE FROM domain_superbuckets WHERE organization_id = ?1 AND bucket = ?2 AND count + ?3 <= 0",
+            "UPDATE domain_superbuckets SET count = count + ?3 WHERE organization_id = ?1 AND bucket = ?2",
+        ),
     };
     let sql = if delta > 0 {
-        format!(
-            "INSERT INTO {t} (organization_id, bucket, count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (organization_id, bucket) DO UPDATE SET count = count + excluded.count"
-        )
+        add
     } else {
         // A decrement that empties the bucket drops its row; otherwise it updates the count.
         let removed = conn
-            .prepare_cached(&format!(
-                "DELETE FROM {t} WHERE organization_id = ?1 AND bucket = ?2 AND count + ?3 <= 0"
-            ))?
+            .prepare_cached(drop_empty)?
             .execute(params![org, bucket, delta])?;
         if removed > 0 {
             return Ok(());
         }
-        format!("UPDATE {t} SET count = count + ?3 WHERE organization_id = ?1 AND bucket = ?2")
+        sub
     };
-    conn.prepare_cached(&sql)?
+    conn.prepare_cached(sql)?
         .execute(params![org, bucket, delta])?;
     Ok(())
 }
@@ -92,12 +98,16 @@ pub fn ingest(
     let mut insert_event = conn.prepare_cached(
         "INSERT INTO events (batch_id, idx, domain, listed, body) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
-    let mut touch = conn.prepare_cached(
-        "UPDATE domains SET last_seen_at = ?3 WHERE organization_id = ?1 AND name = ?2",
-    )?;
-    let mut insert_domain = conn.prepare_cached(
+    // One statement per listed name: a new name is inserted at the next position; a listed one
+    // gets its lastSeenAt refreshed, unless it already holds this second (then nothing is
+    // written and no row comes back). The returned position tells which happened: only a new
+    // entry can have the candidate position, as positions only grow.
+    let mut upsert = conn.prepare_cached(
         "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?4)",
+         VALUES (?1, ?2, ?3, ?4, ?4)
+         ON CONFLICT (organization_id, name) DO UPDATE SET last_seen_at = excluded.last_seen_at
+             WHERE last_seen_at <> excluded.last_seen_at
+         RETURNING seq",
     )?;
     let start_seq: i64 = conn
         .prepare_cached("SELECT domain_seq FROM organizations WHERE id = ?1")?
@@ -107,9 +117,22 @@ pub fn ingest(
 
     for (idx, e) in events.iter().enumerate() {
         insert_event.execute(params![batch_id, idx as i64, e.domain, e.listed, e.body])?;
-        if e.listed && touch.execute(params![org, e.domain, now])? == 0 {
+    }
+    // Each listed name once, in the order of its first event: a batch that names a domain many
+    // times costs one statement for it (new entries still get their positions, and ids, in the
+    // order the client sent them).
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let names = events
+        .iter()
+        .filter(|e| e.listed)
+        .map(|e| e.domain.as_str())
+        .filter(|d| seen.insert(d));
+    for name in names {
+        let got: Option<i64> = upsert
+            .query_row(params![org, name, seq + 1, now], |r| r.get(0))
+            .optional()?;
+        if got == Some(seq + 1) {
             seq += 1;
-            insert_domain.execute(params![org, e.domain, seq, now])?;
             *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
         }
     }

@@ -15,6 +15,7 @@ pub mod tenants;
 pub mod users;
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -74,10 +75,40 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// What the writer hands back after running a job inside the group transaction: called once the
 /// transaction's fate is known, with `Err` if the commit failed.
 type Completion = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
-type Job = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+type JobFn = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+
+/// A write queued for the writer.
+struct Job {
+    run: JobFn,
+    /// Large enough to fill a transaction by itself (see `Store::write_alone`).
+    alone: bool,
+    /// Fails only on database errors, so may share its group's fate (see `Store::write_shared`).
+    shared: bool,
+}
 
 /// Most jobs folded into one transaction. Bounded so that one commit's latency stays small.
-const MAX_GROUP: usize = 128;
+const MAX_GROUP: usize = 256;
+
+/// Page cache of the writer connection (KiB). Inserting random names into the domain index of a
+/// large list touches pages all over it; with SQLite's default 2 MiB most of them are read back
+/// through a system call each time.
+const WRITER_CACHE_KIB: i64 = 16 * 1024;
+
+/// Read connections kept open, and reads run at once. Each connection holds its own page cache
+/// (SQLite's default, 2 MiB), and under writes a reader's cache is reset on every transaction
+/// anyway, so a few connections serve as well as many and cap the memory.
+const MAX_READERS: usize = 4;
+
+/// The checkpointer copies what was committed into the database file in the background at this
+/// interval, so that the writer never pays for a checkpoint (and its fsync of the database file)
+/// inside a commit ...
+const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(500);
+/// A write transaction taking longer than this is logged (a warning: it holds up every request
+/// in its group).
+const SLOW_TRANSACTION: std::time::Duration = std::time::Duration::from_millis(50);
+/// ... and restarts the WAL (briefly holding up the writer) once it has grown past this many bytes
+/// because passive checkpoints could not keep up with a continuous stream of commits.
+const WAL_RESTART_BYTES: u64 = 256 * 1024 * 1024;
 
 /// Opens a connection with Parasol's pragmas. Used by the server and by command-line tools.
 pub fn open_connection(path: &Path) -> Result<Connection> {
@@ -104,25 +135,57 @@ pub struct Store {
     inner: Arc<Inner>,
 }
 
+impl Inner {
+    /// Runs `f` in a read transaction on a pooled read connection, on this thread.
+    fn read_now<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = match self.readers.lock().ok().and_then(|mut v| v.pop()) {
+            Some(c) => c,
+            None => open_connection(&self.path)?,
+        };
+        conn.prepare_cached("BEGIN")?.execute([])?;
+        let r = f(&conn);
+        let end = conn
+            .prepare_cached("COMMIT")
+            .and_then(|mut s| s.execute([]));
+        if end.is_ok() {
+            if let Ok(mut pool) = self.readers.lock() {
+                if pool.len() < MAX_READERS {
+                    pool.push(conn);
+                }
+            }
+        }
+        r
+    }
+}
+
 struct Inner {
     path: PathBuf,
     sender: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     readers: Mutex<Vec<Connection>>,
+    /// Bounds the reads running at once (and so the read connections) to `MAX_READERS`.
+    read_slots: tokio::sync::Semaphore,
     /// Transactions committed by the writer (each may hold many requests' jobs).
     commits: Arc<std::sync::atomic::AtomicU64>,
+    /// Jobs run by the writer.
+    jobs: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl Store {
     /// Opens and migrates the database, then starts the writer thread.
     pub fn open(path: &Path) -> Result<Store> {
         let conn = open_migrated(path)?;
+        conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+        // Checkpoints run on the checkpointer thread, never inside the writer's commits.
+        conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         let (tx, rx) = mpsc::channel::<Job>(4096);
         let commits = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let counter = commits.clone();
+        let checkpointer = Checkpointer::start(path, commits.clone())?;
+        let jobs = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counters = (commits.clone(), jobs.clone());
         let handle = std::thread::Builder::new()
             .name("parasol-writer".into())
-            .spawn(move || writer_loop(conn, rx, counter))
+            .spawn(move || writer_loop(conn, rx, counters, checkpointer))
             .map_err(|e| StoreError::Task(e.to_string()))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -130,16 +193,21 @@ impl Store {
                 sender: Mutex::new(Some(tx)),
                 writer: Mutex::new(Some(handle)),
                 readers: Mutex::new(Vec::new()),
+                read_slots: tokio::sync::Semaphore::new(MAX_READERS),
                 commits,
+                jobs,
             }),
         })
     }
 
     /// How many write transactions have been committed so far.
     pub fn commit_count(&self) -> u64 {
-        self.inner
-            .commits
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.commits.load(Ordering::Relaxed)
+    }
+
+    /// How many writes (jobs) the writer has run; with `commit_count`, the mean group size.
+    pub fn write_count(&self) -> u64 {
+        self.inner.jobs.load(Ordering::Relaxed)
     }
 
     pub fn path(&self) -> &Path {
@@ -153,8 +221,40 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        self.queue(f, false, false).await
+    }
+
+    /// Like `write`, for a write that fails only when the database does (no error of its own
+    /// making): it runs without a savepoint, and should it fail after all, its whole group
+    /// transaction is rolled back and every write in it fails (callers answer 5xx; nothing was
+    /// stored, so a retry is safe). Saves two statements per write in a large group.
+    pub async fn write_shared<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        self.queue(f, false, true).await
+    }
+
+    /// Like `write`, for a write large enough to fill a transaction by itself (a batch of
+    /// thousands of events): it gets a transaction of its own, without a savepoint. Grouping
+    /// such writes saves little (their commit is already shared by thousands of rows), while a
+    /// savepoint over one would first copy every page it touches to a sub-journal.
+    pub async fn write_alone<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        self.queue(f, true, false).await
+    }
+
+    async fn queue<T, F>(&self, f: F, alone: bool, shared: bool) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
         let (tx, rx) = oneshot::channel::<Result<T>>();
-        let job: Job = Box::new(move |conn: &Connection| -> Completion {
+        let run: JobFn = Box::new(move |conn: &Connection| -> Completion {
             let result = run_in_savepoint(conn, f);
             Box::new(move |commit: std::result::Result<(), String>| {
                 let out = match (commit, result) {
@@ -165,6 +265,7 @@ impl Store {
                 let _ = tx.send(out);
             })
         });
+        let job = Job { run, alone, shared };
         let sender = self
             .inner
             .sender
@@ -183,26 +284,33 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
+        let _slot = self
+            .inner
+            .read_slots
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Closed)?;
         let inner = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let conn = match inner.readers.lock().ok().and_then(|mut v| v.pop()) {
-                Some(c) => c,
-                None => open_connection(&inner.path)?,
-            };
-            conn.execute_batch("BEGIN")?;
-            let r = f(&conn);
-            let end = conn.execute_batch("COMMIT");
-            if end.is_ok() {
-                if let Ok(mut pool) = inner.readers.lock() {
-                    if pool.len() < 16 {
-                        pool.push(conn);
-                    }
-                }
-            }
-            r
-        })
-        .await
-        .map_err(|e| StoreError::Task(e.to_string()))?
+        tokio::task::spawn_blocking(move || inner.read_now(f))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// Like `read`, but runs `f` right here on the calling (async) thread. Only for reads bounded
+    /// by an index range and a small LIMIT, such as one page of the domain list: they take tens
+    /// of microseconds, less than the two thread switches that `spawn_blocking` costs there and
+    /// back, which dominated the list workload's profile. Everything else uses `read`.
+    pub async fn read_short<T, F>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T>,
+    {
+        let _slot = self
+            .inner
+            .read_slots
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Closed)?;
+        self.inner.read_now(f)
     }
 
     /// Stops accepting writes, lets the writer finish what is queued, and waits for it.
@@ -220,12 +328,34 @@ impl Store {
     }
 }
 
+/// Runs one cached statement without parameters (transaction control).
+fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+thread_local! {
+    /// Whether the writer wraps each job in a savepoint. A group of one job needs none: the
+    /// transaction's own rollback undoes exactly that job, and a savepoint over a large job
+    /// writes every page it touches to a sub-journal first.
+    static SAVEPOINTS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
 fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    conn.execute_batch("SAVEPOINT job")?;
+    if !SAVEPOINTS.with(|s| s.get()) {
+        // Alone in its transaction: an error rolls the whole transaction back (see writer_loop).
+        let r = f(conn);
+        if r.is_err() {
+            LAST_JOB_FAILED.with(|x| x.set(true));
+        }
+        return r;
+    }
+    exec_cached(conn, "SAVEPOINT job")?;
     let r = f(conn);
     let end = match &r {
-        Ok(_) => conn.execute_batch("RELEASE job"),
-        Err(_) => conn.execute_batch("ROLLBACK TO job; RELEASE job"),
+        Ok(_) => exec_cached(conn, "RELEASE job"),
+        Err(_) => {
+            exec_cached(conn, "ROLLBACK TO job").and_then(|_| exec_cached(conn, "RELEASE job"))
+        }
     };
     match (r, end) {
         (Ok(v), Ok(())) => Ok(v),
@@ -237,18 +367,35 @@ fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<
 fn writer_loop(
     conn: Connection,
     mut rx: mpsc::Receiver<Job>,
-    commits: Arc<std::sync::atomic::AtomicU64>,
+    (commits, job_count): (Arc<AtomicU64>, Arc<AtomicU64>),
+    checkpointer: Checkpointer,
 ) {
     let mut jobs: Vec<Job> = Vec::with_capacity(MAX_GROUP);
-    while let Some(first) = rx.blocking_recv() {
+    // A large job met while gathering a group waits for the next transaction.
+    let mut held: Option<Job> = None;
+    loop {
+        let Some(first) = held.take().or_else(|| rx.blocking_recv()) else {
+            break;
+        };
+        let first_alone = first.alone;
         jobs.push(first);
-        while jobs.len() < MAX_GROUP {
+        while !first_alone && jobs.len() < MAX_GROUP {
             match rx.try_recv() {
+                Ok(j) if j.alone => {
+                    held = Some(j);
+                    break;
+                }
                 Ok(j) => jobs.push(j),
                 Err(_) => break,
             }
         }
-        if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        job_count.fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        let group = jobs.len();
+        let alone = jobs.len() == 1;
+        // Savepoints are needed only when a job may fail on its own in a group of several.
+        let no_savepoints = alone || jobs.iter().all(|j| j.shared);
+        if let Err(e) = exec_cached(&conn, "BEGIN IMMEDIATE") {
             log::error!("cannot begin write transaction: {e}");
             // Run nothing; every job learns of the failure through its completion.
             for job in jobs.drain(..) {
@@ -256,20 +403,100 @@ fn writer_loop(
             }
             continue;
         }
-        let completions: Vec<Completion> = jobs.drain(..).map(|job| job(&conn)).collect();
-        let commit = conn.execute_batch("COMMIT").map_err(|e| {
-            log::error!("commit failed: {e}");
-            let _ = conn.execute_batch("ROLLBACK");
-            e.to_string()
-        });
-        if commit.is_ok() {
-            commits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        SAVEPOINTS.with(|s| s.set(!no_savepoints));
+        // Without savepoints a failed job says so through LAST_JOB_FAILED, and the transaction
+        // is rolled back below instead of committed.
+        let completions: Vec<Completion> = jobs.drain(..).map(|job| (job.run)(&conn)).collect();
+        let failed = LAST_JOB_FAILED.with(|f| f.replace(false));
+        let ran = started.elapsed();
+        let commit = if failed {
+            // The failed job's own error is its answer (it wins over this one); the others in the
+            // group learn that nothing of theirs was stored.
+            let _ = exec_cached(&conn, "ROLLBACK");
+            Err("another write in the same transaction failed; nothing was stored".to_string())
+        } else {
+            exec_cached(&conn, "COMMIT").map_err(|e| {
+                log::error!("commit failed: {e}");
+                let _ = exec_cached(&conn, "ROLLBACK");
+                e.to_string()
+            })
+        };
+        let took = started.elapsed();
+        if took > SLOW_TRANSACTION {
+            log::warn!(
+                "slow write transaction: {} ms for {group} writes ({} ms of it in COMMIT)",
+                took.as_millis(),
+                (took - ran).as_millis()
+            );
+        }
+        if commit.is_ok() && !failed {
+            commits.fetch_add(1, Ordering::Relaxed);
         }
         for c in completions {
             c(commit.clone());
         }
     }
-    log::debug!("writer stopped");
+    checkpointer.stop();
+    log::info!(
+        "writer stopped: {} writes in {} transactions",
+        job_count.load(Ordering::Relaxed),
+        commits.load(Ordering::Relaxed)
+    );
+}
+
+thread_local! {
+    /// Set by a job run without a savepoint when it returned an error.
+    static LAST_JOB_FAILED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Copies the WAL back into the database file on a thread of its own (with its own connection),
+/// so that commits never wait for a checkpoint. Durability is unaffected: each commit is already
+/// on disk in the WAL (synchronous=FULL) before any request is answered.
+struct Checkpointer {
+    stop: std::sync::mpsc::SyncSender<()>,
+    handle: JoinHandle<()>,
+}
+
+impl Checkpointer {
+    fn start(db: &Path, commits: Arc<AtomicU64>) -> Result<Checkpointer> {
+        let conn = open_connection(db)?;
+        let (stop, rx) = std::sync::mpsc::sync_channel::<()>(1);
+        let mut wal = db.as_os_str().to_owned();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
+        let handle = std::thread::Builder::new()
+            .name("parasol-checkpoint".into())
+            .spawn(move || {
+                let mut seen = commits.load(Ordering::Relaxed);
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    rx.recv_timeout(CHECKPOINT_INTERVAL)
+                {
+                    let now = commits.load(Ordering::Relaxed);
+                    if now == seen {
+                        continue;
+                    }
+                    seen = now;
+                    let big = std::fs::metadata(&wal).map_or(0, |m| m.len()) > WAL_RESTART_BYTES;
+                    let sql = if big {
+                        "PRAGMA wal_checkpoint(RESTART)"
+                    } else {
+                        "PRAGMA wal_checkpoint(PASSIVE)"
+                    };
+                    if let Err(e) = conn.execute_batch(sql) {
+                        log::warn!("checkpoint failed: {e}");
+                    }
+                }
+                // A last full checkpoint leaves a small WAL behind for the next start.
+                let _ = conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)");
+            })
+            .map_err(|e| StoreError::Task(e.to_string()))?;
+        Ok(Checkpointer { stop, handle })
+    }
+
+    fn stop(self) {
+        drop(self.stop);
+        let _ = self.handle.join();
+    }
 }
 
 /// Completes a job that could not run: its closure is never given the connection.
@@ -283,6 +510,31 @@ fn fail_job(job: Job, _conn: &Connection, why: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Creates table `t` with the given column definition.
+    async fn create_t(store: &Store, column: &'static str) {
+        store
+            .write(move |c| {
+                c.execute_batch(&format!("CREATE TABLE t ({column})"))?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+    }
+
+    /// Holds the writer busy for 200 ms so that the next writes queue up behind it, in one group.
+    async fn hold_writer(store: &Store) -> tokio::task::JoinHandle<Result<()>> {
+        let s = store.clone();
+        let blocker = tokio::spawn(async move {
+            s.write(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                Ok(())
+            })
+            .await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        blocker
+    }
 
     fn temp_db() -> (PathBuf, Store) {
         let dir = std::env::temp_dir().join(format!("parasol-store-{}", uuid::Uuid::new_v4()));
@@ -314,24 +566,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_share_transactions_and_failures_stay_isolated() {
         let (dir, store) = temp_db();
-        store
-            .write(|c| {
-                c.execute_batch("CREATE TABLE t (v INTEGER UNIQUE)")?;
-                Ok(())
-            })
-            .await
-            .unwrap();
+        create_t(&store, "v INTEGER UNIQUE").await;
         let before = store.commit_count();
-        // Hold the writer busy so that the next requests queue up behind it.
-        let s = store.clone();
-        let blocker = tokio::spawn(async move {
-            s.write(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                Ok(())
-            })
-            .await
-        });
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let blocker = hold_writer(&store).await;
         let mut tasks = Vec::new();
         for i in 0..200i64 {
             let s = store.clone();
@@ -367,6 +604,93 @@ mod tests {
         );
         store.close();
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_alone_in_its_transaction_leaves_nothing() {
+        let (dir, store) = temp_db();
+        create_t(&store, "v INTEGER UNIQUE").await;
+        // One job at a time: each runs without a savepoint.
+        let failed = store
+            .write(|c| {
+                c.execute("INSERT INTO t (v) VALUES (1)", [])?;
+                Err::<(), _>(StoreError::Aborted("on purpose".into()))
+            })
+            .await;
+        assert!(matches!(failed, Err(StoreError::Aborted(_))));
+        store
+            .write(|c| {
+                c.execute("INSERT INTO t (v) VALUES (2)", [])?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let rows: Vec<i64> = store
+            .read(|c| {
+                let mut s = c.prepare("SELECT v FROM t ORDER BY v")?;
+                let v = s
+                    .query_map([], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok(v)
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![2],
+            "the failed write's row is gone, the next one stays"
+        );
+        store.close();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_shared_write_fails_its_whole_group_and_stores_nothing() {
+        let (dir, store) = temp_db();
+        create_t(&store, "v INTEGER").await;
+        let blocker = hold_writer(&store).await;
+        let mut tasks = Vec::new();
+        for i in 0..10i64 {
+            let s = store.clone();
+            tasks.push(tokio::spawn(async move {
+                s.write_shared(move |c| {
+                    c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+                    if i == 5 {
+                        return Err(StoreError::Task("disk trouble".into()));
+                    }
+                    Ok(())
+                })
+                .await
+            }));
+        }
+        blocker.await.unwrap().unwrap();
+        let results: Vec<_> = futures_join(tasks).await;
+        assert!(
+            results.iter().all(|r| r.is_err()),
+            "every write of the group failed"
+        );
+        let rows: i64 = store
+            .read(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?))
+            .await
+            .unwrap();
+        assert_eq!(rows, 0, "nothing of the failed group was stored");
+        store
+            .write_shared(|c| {
+                c.execute("INSERT INTO t (v) VALUES (99)", [])?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        store.close();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(t.await.unwrap());
+        }
+        out
     }
 
     #[tokio::test]

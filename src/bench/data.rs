@@ -1,0 +1,198 @@
+//! Test data for the benchmark: event bodies, pseudo-random domain names, the pre-loaded domain
+//! list (written through the store, not over HTTP, so that a million entries take seconds) and a
+//! reputation file.
+
+use std::io::Write;
+use std::path::Path;
+
+use bytes::Bytes;
+
+use crate::store::domains::{self, PreparedEvent};
+use crate::store::tenants::{self, OrgFields, Parent, Scope};
+
+/// Largest batch body: the 1 MiB rule counts the request line and headers too.
+pub const MAX_BATCH_BYTES: usize = 1024 * 1024 - 2048;
+
+/// A pseudo-random 64-bit value for `n` (splitmix64): names spread over the index like real ones.
+pub fn mix(n: u64) -> u64 {
+    let mut z = n.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The `n`-th name of a family (`space` keeps families apart), e.g. `h3f9a0c21d4e5.b2.example`.
+pub fn domain(space: u64, n: u64) -> String {
+    format!("h{:012x}.b{space}.example", mix(space << 40 ^ n) >> 16)
+}
+
+/// One event as a client sends it: the eight required fields, about 260 bytes.
+pub fn event_json(domain: &str, n: u64) -> String {
+    format!(
+        concat!(
+            r#"{{"deviceId":"ba6a59f4-e692-4724-ba36-{:012x}","deviceVersion":"13.7a","#,
+            r#""eventTime":"2026-11-23T10:00:00Z","alertTime":"2026-11-23T10:00:01Z","#,
+            r#""dstDomain":"{d}","dstUrl":"http://{d}/","#,
+            r#""protocolVersion":"1.0a","providerName":"Security Platform"}}"#
+        ),
+        n & 0xffff_ffff_ffff,
+        d = domain,
+    )
+}
+
+/// A JSON array of events named by `names`, stopping before `max_bytes`. Returns the body and the
+/// number of events in it.
+pub fn batch(names: impl Iterator<Item = (String, u64)>, max_bytes: usize) -> (Bytes, u64) {
+    let mut out = String::with_capacity(max_bytes);
+    out.push('[');
+    let mut count = 0;
+    for (name, n) in names {
+        let e = event_json(&name, n);
+        if out.len() + e.len() + 2 > max_bytes {
+            break;
+        }
+        if count > 0 {
+            out.push(',');
+        }
+        out.push_str(&e);
+        count += 1;
+    }
+    out.push(']');
+    (Bytes::from(out), count)
+}
+
+/// The organizations of a benchmark run.
+pub struct World {
+    /// All-new-domain ingest target.
+    pub ingest_key: String,
+    /// 90%-repeat ingest and single events.
+    pub mixed_key: String,
+    /// The big list (`domains` entries).
+    pub list_key: String,
+    /// Management workload: organization id and its Basic credential.
+    pub mgmt_org: i64,
+    pub mgmt_auth: String,
+}
+
+/// Family numbers of the names.
+pub const SPACE_LIST: u64 = 1;
+pub const SPACE_HOT: u64 = 2;
+pub const SPACE_REPUTATION: u64 = 3;
+
+/// Names of the repeat mix's already-listed domains.
+pub const HOT_DOMAINS: u64 = 1000;
+
+/// Creates the organizations and pre-loads `list_domains` entries (with one stored event each) for
+/// the list workload and `HOT_DOMAINS` for the repeat mix.
+pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
+    let mut conn = crate::store::open_migrated(db).map_err(|e| e.to_string())?;
+    let now = crate::timefmt::now();
+    let e = |e: crate::store::StoreError| e.to_string();
+    let tx = conn.transaction().map_err(|e| e.to_string())?;
+    let org = |name: &str| {
+        let f = OrgFields {
+            name: name.into(),
+            seats: 10,
+            ..Default::default()
+        };
+        tenants::create_organization(&tx, Parent::None, &f, now)
+    };
+    let ingest = org("bench ingest").map_err(e)?;
+    let mixed = org("bench mixed").map_err(e)?;
+    let list = org("bench list").map_err(e)?;
+    let mgmt = org("bench management").map_err(e)?;
+    let (api_key, secret) = crate::secrets::new_key_pair();
+    tenants::insert_credential(
+        &tx,
+        &api_key,
+        &crate::secrets::hash(&secret),
+        Scope::Organization(mgmt.id),
+        Some("bench"),
+        now,
+    )
+    .map_err(e)?;
+    let hot: Vec<PreparedEvent> = (0..HOT_DOMAINS)
+        .map(|n| prepared(domain(SPACE_HOT, n), n))
+        .collect();
+    domains::ingest(&tx, mixed.id, "preload-hot", now, &hot).map_err(e)?;
+    tx.commit().map_err(|e| e.to_string())?;
+
+    const CHUNK: u64 = 50_000;
+    let mut done = 0;
+    while done < list_domains {
+        let n = CHUNK.min(list_domains - done);
+        let events: Vec<PreparedEvent> = (done..done + n)
+            .map(|i| prepared(domain(SPACE_LIST, i), i))
+            .collect();
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        domains::ingest(&tx, list.id, &format!("preload-{done}"), now, &events).map_err(e)?;
+        tx.commit().map_err(|e| e.to_string())?;
+        done += n;
+    }
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .map_err(|e| e.to_string())?;
+    Ok(World {
+        ingest_key: ingest.customer_key,
+        mixed_key: mixed.customer_key,
+        list_key: list.customer_key,
+        mgmt_org: mgmt.id,
+        mgmt_auth: format!(
+            "Basic {}",
+            base64_basic::encode(format!("{api_key}:{secret}").as_bytes())
+        ),
+    })
+}
+
+fn prepared(name: String, n: u64) -> PreparedEvent {
+    PreparedEvent {
+        body: event_json(&name, n),
+        domain: name,
+        listed: true,
+    }
+}
+
+/// Writes a reputation file of `lines` entries with scores -1, 0 and 1 (one in three is known
+/// safe), none of which names a benchmark domain.
+pub fn write_reputation(path: &Path, lines: u64) -> Result<(), String> {
+    let f = std::fs::File::create(path).map_err(|e| format!("{path:?}: {e}"))?;
+    let mut w = std::io::BufWriter::new(f);
+    writeln!(w, "# benchmark reputation data").map_err(|e| e.to_string())?;
+    for i in 0..lines {
+        let score = ["-1", "0", "1"][(i % 3) as usize];
+        writeln!(w, "{},{score}", domain(SPACE_REPUTATION, i)).map_err(|e| e.to_string())?;
+    }
+    w.flush().map_err(|e| e.to_string())
+}
+
+/// Standard base64, for the Basic header (no dependency for twenty lines).
+mod base64_basic {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    pub fn encode(input: &[u8]) -> String {
+        let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+        for chunk in input.chunks(3) {
+            let b = [
+                chunk[0],
+                chunk.get(1).copied().unwrap_or(0),
+                chunk.get(2).copied().unwrap_or(0),
+            ];
+            let v = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[(v >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn known_values() {
+        assert_eq!(encode(b"a:b"), "YTpi");
+        assert_eq!(encode(b"ab"), "YWI=");
+        assert_eq!(encode(b"a"), "YQ==");
+    }
+}

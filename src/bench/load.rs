@@ -1,0 +1,318 @@
+//! The load generator: keep-alive HTTPS connections (hyper client over tokio-rustls), closed-loop
+//! runs for maximum throughput and open-loop runs at a fixed rate whose latencies are measured
+//! from each request's *scheduled* send time, so a stalled server cannot hide its stall by
+//! slowing the client down (no coordinated omission).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+/// One request of a workload.
+pub struct Req {
+    pub method: Method,
+    /// Path and query.
+    pub path: String,
+    pub body: Option<Bytes>,
+    /// Extra header (e.g. `authorization`).
+    pub auth: Option<Arc<str>>,
+    /// The status that counts as success.
+    pub expect: u16,
+    /// Units of work this request carries (events for POST /events, else 1).
+    pub units: u64,
+}
+
+impl Req {
+    pub fn get(path: String) -> Req {
+        Req {
+            method: Method::GET,
+            path,
+            body: None,
+            auth: None,
+            expect: 200,
+            units: 1,
+        }
+    }
+
+    pub fn post(path: String, body: Bytes, expect: u16, units: u64) -> Req {
+        Req {
+            method: Method::POST,
+            path,
+            body: Some(body),
+            auth: None,
+            expect,
+            units,
+        }
+    }
+}
+
+/// A source of requests: `(worker, n)` gives worker `worker`'s `n`-th request, `None` when the
+/// worker has nothing more to send.
+pub type Source = Arc<dyn Fn(usize, u64) -> Option<Req> + Send + Sync>;
+
+/// What a run measured.
+#[derive(Default, Clone)]
+pub struct Stats {
+    /// Latencies in microseconds, sorted after `finish`.
+    pub lat_us: Vec<u32>,
+    pub ok: u64,
+    pub errors: u64,
+    pub units: u64,
+    pub elapsed: Duration,
+    /// The first unexpected answer, for the report.
+    pub first_error: Option<String>,
+}
+
+impl Stats {
+    fn merge(&mut self, o: Stats) {
+        self.lat_us.extend(o.lat_us);
+        self.ok += o.ok;
+        self.errors += o.errors;
+        self.units += o.units;
+        if self.first_error.is_none() {
+            self.first_error = o.first_error;
+        }
+    }
+
+    fn finish(mut self, elapsed: Duration) -> Stats {
+        self.lat_us.sort_unstable();
+        self.elapsed = elapsed;
+        self
+    }
+
+    /// Units per second (successful requests' units).
+    pub fn rate(&self) -> f64 {
+        self.units as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Requests per second (successful).
+    pub fn req_rate(&self) -> f64 {
+        self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Latency percentile in milliseconds.
+    pub fn pct_ms(&self, p: f64) -> f64 {
+        if self.lat_us.is_empty() {
+            return f64::NAN;
+        }
+        let i = ((self.lat_us.len() as f64 - 1.0) * p).round() as usize;
+        self.lat_us[i.min(self.lat_us.len() - 1)] as f64 / 1000.0
+    }
+
+    pub fn max_ms(&self) -> f64 {
+        self.lat_us.last().map_or(f64::NAN, |&v| v as f64 / 1000.0)
+    }
+}
+
+/// Where and how to connect.
+#[derive(Clone)]
+pub struct Target {
+    pub addr: SocketAddr,
+    tls: Arc<rustls::ClientConfig>,
+}
+
+impl Target {
+    /// A target that trusts exactly the PEM certificate at `cert`, with the same protocol versions
+    /// and ALPN as the server.
+    pub fn new(addr: SocketAddr, cert: &Path) -> Result<Target, String> {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(cert).map_err(|e| format!("{cert:?}: {e}"))? {
+            roots
+                .add(c.map_err(|e| format!("{cert:?}: {e}"))?)
+                .map_err(|e| format!("{cert:?}: {e}"))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Target {
+            addr,
+            tls: Arc::new(cfg),
+        })
+    }
+
+    /// Opens one keep-alive connection.
+    pub async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::IpAddress(self.addr.ip().into());
+        let tls = TlsConnector::from(self.tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS: {e}"))?;
+        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(|e| format!("HTTP: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(sender)
+    }
+
+    /// Sends one request; returns the status, or an error text, and the body.
+    async fn send(
+        &self,
+        sender: &mut SendRequest<Full<Bytes>>,
+        r: Req,
+    ) -> Result<(u16, Bytes), String> {
+        sender.ready().await.map_err(|e| e.to_string())?;
+        let mut b = Request::builder()
+            .method(r.method)
+            .uri(r.path)
+            .header("host", self.addr.to_string());
+        if r.body.is_some() {
+            b = b.header("content-type", "application/json");
+        }
+        if let Some(a) = r.auth {
+            b = b.header("authorization", &*a);
+        }
+        let req = b
+            .body(Full::new(r.body.unwrap_or_default()))
+            .map_err(|e| e.to_string())?;
+        let res = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = res.status().as_u16();
+        let body = res
+            .into_body()
+            .collect()
+            .await
+            .map_err(|e| e.to_string())?
+            .to_bytes();
+        Ok((status, body))
+    }
+}
+
+/// How requests are paced.
+#[derive(Clone, Copy)]
+pub enum Pace {
+    /// Each connection sends its next request as soon as the previous answer is in.
+    Closed,
+    /// All connections together send this many requests per second on a fixed schedule.
+    Open(f64),
+}
+
+/// Runs `conns` connections until `duration` has passed or every worker's source is exhausted.
+pub async fn run(
+    target: &Target,
+    conns: usize,
+    duration: Duration,
+    pace: Pace,
+    source: Source,
+) -> Stats {
+    let start = Instant::now();
+    let deadline = start + duration;
+    let mut tasks = Vec::with_capacity(conns);
+    for w in 0..conns {
+        let target = target.clone();
+        let source = source.clone();
+        tasks.push(tokio::spawn(async move {
+            worker(&target, w, conns, deadline, start, pace, source).await
+        }));
+    }
+    let mut total = Stats::default();
+    for t in tasks {
+        match t.await {
+            Ok(s) => total.merge(s),
+            Err(e) => {
+                total.errors += 1;
+                total
+                    .first_error
+                    .get_or_insert(format!("worker failed: {e}"));
+            }
+        }
+    }
+    total.finish(start.elapsed())
+}
+
+async fn worker(
+    target: &Target,
+    w: usize,
+    conns: usize,
+    deadline: Instant,
+    start: Instant,
+    pace: Pace,
+    source: Source,
+) -> Stats {
+    let mut s = Stats::default();
+    let mut sender = None;
+    // Open loop: this worker's share of the schedule, staggered across workers.
+    let interval = match pace {
+        Pace::Open(rate) => Some(Duration::from_secs_f64(conns as f64 / rate.max(1e-3))),
+        Pace::Closed => None,
+    };
+    let mut n = 0u64;
+    loop {
+        let scheduled = match interval {
+            Some(iv) => {
+                let t = start + iv.mul_f64(n as f64 + w as f64 / conns as f64);
+                if t >= deadline {
+                    break;
+                }
+                tokio::time::sleep_until(t.into()).await;
+                t
+            }
+            None => Instant::now(),
+        };
+        if scheduled >= deadline {
+            break;
+        }
+        let Some(req) = source(w, n) else { break };
+        n += 1;
+        if sender.is_none() {
+            match target.connect().await {
+                Ok(c) => sender = Some(c),
+                Err(e) => {
+                    s.errors += 1;
+                    s.first_error.get_or_insert(e);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            }
+        }
+        let Some(conn) = sender.as_mut() else {
+            continue;
+        };
+        let expect = req.expect;
+        let units = req.units;
+        let result = target.send(conn, req).await;
+        let lat = scheduled.elapsed().as_micros().min(u32::MAX as u128) as u32;
+        match result {
+            Ok((status, _)) if status == expect => {
+                s.ok += 1;
+                s.units += units;
+                s.lat_us.push(lat);
+            }
+            Ok((status, body)) => {
+                s.errors += 1;
+                s.lat_us.push(lat);
+                s.first_error.get_or_insert_with(|| {
+                    let text = String::from_utf8_lossy(&body);
+                    format!(
+                        "{status} (expected {expect}): {}",
+                        text.chars().take(160).collect::<String>()
+                    )
+                });
+            }
+            Err(e) => {
+                s.errors += 1;
+                s.first_error.get_or_insert(e);
+                sender = None;
+            }
+        }
+    }
+    s
+}

@@ -1,0 +1,916 @@
+//! `parasol bench`: starts the real server as a child process on a fresh data directory, drives it
+//! over HTTPS with the load generator in `load`, measures the ceilings of its parts in the same
+//! run (`baseline`), and prints a table of rates, latencies, errors and peak memory with ratios
+//! against those ceilings. The server and its baselines run on one core, the load generator on
+//! another, where the machine has two.
+
+pub mod baseline;
+pub mod data;
+pub mod load;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hyper::Method;
+
+use load::{Pace, Req, Source, Stats, Target};
+
+/// What to run and how big.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The `parasol` binary to start as the server (normally this one).
+    pub binary: PathBuf,
+    /// Entries pre-loaded into the list workload's customer.
+    pub domains: u64,
+    /// Lines of the reputation file.
+    pub reputation_lines: u64,
+    /// Duration of each timed workload.
+    pub seconds: f64,
+    /// Connections of the single-event, list and delete workloads.
+    pub connections: usize,
+    /// Concurrent clients of the ingest workloads.
+    pub ingest_clients: usize,
+    /// 1 MiB batches per ingest workload.
+    pub ingest_batches: u64,
+    /// Deep page number of the list workload.
+    pub deep_page: u64,
+    /// Pin the server to this core and the load generator to the other (when there are two).
+    pub pin: bool,
+    /// Keep the data directory afterwards.
+    pub keep: bool,
+    /// Run only these workloads (ingest, single, list, readers, delete, management); the
+    /// baselines always run.
+    pub only: Option<Vec<String>>,
+}
+
+impl Options {
+    /// The full benchmark of the performance issue.
+    pub fn full(binary: PathBuf) -> Options {
+        Options {
+            binary,
+            domains: 1_000_000,
+            reputation_lines: 1_000_000,
+            seconds: 8.0,
+            connections: 64,
+            ingest_clients: 4,
+            ingest_batches: 48,
+            deep_page: 5000,
+            pin: true,
+            keep: false,
+            only: None,
+        }
+    }
+
+    /// A smoke run of a few seconds (CI).
+    pub fn quick(binary: PathBuf) -> Options {
+        Options {
+            domains: 20_000,
+            reputation_lines: 20_000,
+            seconds: 0.5,
+            connections: 16,
+            ingest_clients: 2,
+            ingest_batches: 4,
+            deep_page: 90,
+            ..Options::full(binary)
+        }
+    }
+}
+
+const SERVER_CPU: usize = 0;
+const CLIENT_CPU: usize = 1;
+
+/// Pins the calling thread (and the threads it starts later) to one core.
+fn pin_current_thread(cpu: usize) -> bool {
+    // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+    }
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// A child process (the server or the hello baseline), stopped with SIGTERM when dropped.
+struct ChildProc {
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ChildProc {
+    /// Starts `binary args`, pinned to `cpu` if given, and waits for a line containing `marker`
+    /// followed by the address (on standard error for the server, standard output for hello).
+    fn spawn(
+        binary: &Path,
+        args: &[&str],
+        cpu: Option<usize>,
+        marker: &'static str,
+        from_stdout: bool,
+    ) -> Result<(ChildProc, Duration), String> {
+        let mut cmd = Command::new(binary);
+        cmd.args(args).stdin(Stdio::null());
+        if from_stdout {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        } else {
+            cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+        }
+        if let Some(cpu) = cpu {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only sched_setaffinity, which is async-signal-safe, runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(cpu, &mut set);
+                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                    Ok(())
+                });
+            }
+        }
+        let start = Instant::now();
+        let mut child = cmd.spawn().map_err(|e| format!("{binary:?}: {e}"))?;
+        let out: Box<dyn std::io::Read + Send> = if from_stdout {
+            Box::new(child.stdout.take().ok_or("no stdout")?)
+        } else {
+            Box::new(child.stderr.take().ok_or("no stderr")?)
+        };
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let (tx, rx) = std::sync::mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split(marker).nth(1) {
+                    let _ = tx.send(rest.trim().to_string());
+                }
+                if let Ok(mut l) = sink.lock() {
+                    if l.len() < 1000 {
+                        l.push(line);
+                    }
+                }
+            }
+        });
+        let found = rx.recv_timeout(Duration::from_secs(120));
+        let elapsed = start.elapsed();
+        let Ok(found) = found else {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "{} did not start: {:?}",
+                args.join(" "),
+                log.lock().map(|l| l.clone()).unwrap_or_default()
+            ));
+        };
+        let hostport = found.rsplit("://").next().unwrap_or(&found);
+        let addr: SocketAddr = hostport
+            .parse()
+            .map_err(|e| format!("address {found:?}: {e}"))?;
+        Ok((ChildProc { child, addr, log }, elapsed))
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
+    fn reset_peak(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
+    }
+
+    /// Peak resident memory since the last reset, in MiB.
+    fn peak_rss_mib(&self) -> f64 {
+        proc_status_kib(self.pid(), "VmHWM:").map_or(f64::NAN, |k| k as f64 / 1024.0)
+    }
+
+    fn stop(mut self) -> Result<(), String> {
+        // SAFETY: kill with a pid we started and still own (not yet waited for).
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return if status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "exited with {status}; log: {:?}",
+                        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+                    ))
+                };
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                return Err("did not stop within 40 s of SIGTERM".into());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for ChildProc {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = text.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..]
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// One row of the table.
+struct Row {
+    name: String,
+    unit: &'static str,
+    stats: Option<Stats>,
+    rss: f64,
+    /// Target and verdict text.
+    target: String,
+}
+
+impl Row {
+    fn new(name: impl Into<String>, unit: &'static str, stats: &Stats, rss: f64) -> Row {
+        Row {
+            name: name.into(),
+            unit,
+            stats: Some(stats.clone()),
+            rss,
+            target: String::new(),
+        }
+    }
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn fmt_rate(v: f64) -> String {
+    if v >= 100_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 10_000.0 {
+        format!("{:.1}k", v / 1000.0)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn fmt_ms(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else if v < 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// The database's size as SQLite sees it (pages in use, the WAL's newer pages included).
+fn db_logical_bytes(db: &Path) -> u64 {
+    let Ok(c) =
+        rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+    else {
+        return 0;
+    };
+    let get = |p: &str| c.query_row(&format!("PRAGMA {p}"), [], |r| r.get::<_, i64>(0));
+    match (get("page_count"), get("page_size"), get("freelist_count")) {
+        (Ok(n), Ok(size), Ok(free)) => ((n - free).max(0) * size) as u64,
+        _ => 0,
+    }
+}
+
+fn file_size(p: &Path) -> u64 {
+    std::fs::metadata(p).map_or(0, |m| m.len())
+}
+
+/// Runs workloads against the server and collects their rows.
+struct Measure<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    server: &'a ChildProc,
+    target: &'a Target,
+    rows: Vec<Row>,
+    notes: Vec<String>,
+    /// Highest peak RSS of the server seen so far, MiB.
+    peak: f64,
+}
+
+impl Measure<'_> {
+    fn measure(
+        &mut self,
+        name: String,
+        unit: &'static str,
+        conns: usize,
+        duration: Duration,
+        pace: Pace,
+        source: Source,
+    ) -> Stats {
+        note(&name);
+        self.server.reset_peak();
+        let s = self
+            .runtime
+            .block_on(load::run(self.target, conns, duration, pace, source));
+        let rss = self.server.peak_rss_mib();
+        self.peak = self.peak.max(rss);
+        if let Some(e) = &s.first_error {
+            self.notes
+                .push(format!("{name}: {} errors; first: {e}", s.errors));
+        }
+        self.rows.push(Row::new(name, unit, &s, rss));
+        s
+    }
+}
+
+/// Runs the benchmark and prints the table.
+pub fn run(opts: Options) -> Result<(), String> {
+    let ncores = cores();
+    let pinned = opts.pin && ncores >= 2 && pin_current_thread(CLIENT_CPU);
+    let server_cpu = pinned.then_some(SERVER_CPU);
+    let dir = std::env::temp_dir().join(format!("parasol-bench-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{dir:?}: {e}"))?;
+    let result = run_in(&opts, &dir, ncores, pinned, server_cpu);
+    if opts.keep {
+        eprintln!("bench: data kept in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn note(msg: impl AsRef<str>) {
+    eprintln!("bench: {}", msg.as_ref());
+}
+
+fn run_in(
+    opts: &Options,
+    dir: &Path,
+    ncores: usize,
+    pinned: bool,
+    server_cpu: Option<usize>,
+) -> Result<(), String> {
+    let data_dir = dir.join("data");
+    std::fs::create_dir_all(&data_dir).map_err(|e| e.to_string())?;
+    let db = data_dir.join("parasol.db");
+    let rep_file = dir.join("reputation.csv");
+
+    note(format!(
+        "writing a {}-line reputation file and pre-loading {} domains",
+        opts.reputation_lines, opts.domains
+    ));
+    data::write_reputation(&rep_file, opts.reputation_lines)?;
+    let t = Instant::now();
+    let world = data::prepare(&db, opts.domains)?;
+    let preload_secs = t.elapsed().as_secs_f64();
+    let preload_bytes = file_size(&db);
+    let (cert, _key) = crate::tls::ensure_self_signed(&data_dir)?;
+
+    // Bodies are made before any clock starts.
+    let (sample_batch, batch_events) = data::batch(
+        (0..).map(|n| (data::domain(7, n), n)),
+        data::MAX_BATCH_BYTES,
+    );
+    drop(sample_batch);
+    let make_batches = |space: u64, mixed: bool| -> Vec<Bytes> {
+        (0..opts.ingest_batches)
+            .map(|b| {
+                let names = (b * batch_events..).map(|n| {
+                    let r = data::mix(n ^ space << 48);
+                    let name = if mixed && !r.is_multiple_of(10) {
+                        data::domain(data::SPACE_HOT, r % data::HOT_DOMAINS)
+                    } else {
+                        data::domain(space, n)
+                    };
+                    (name, n)
+                });
+                data::batch(names, data::MAX_BATCH_BYTES).0
+            })
+            .collect()
+    };
+    let new_batches = Arc::new(make_batches(10, false));
+    let mixed_batches = Arc::new(make_batches(11, true));
+    let reader_ingest_batches = Arc::new(make_batches(12, false));
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let secs = Duration::from_secs_f64(opts.seconds);
+    let conns = opts.connections;
+    let mut rows: Vec<Row> = Vec::new();
+    let bin = &opts.binary;
+
+    // ---------------------------------------------------------------- baselines
+    note("baseline: hello server");
+    let single_body = |n: u64| -> Bytes { Bytes::from(data::event_json(&data::domain(20, n), n)) };
+    let hello_args = [
+        "bench",
+        "--serve-hello",
+        data_dir.to_str().ok_or("temp path is not UTF-8")?,
+    ];
+    let (hello, _) = ChildProc::spawn(bin, &hello_args, server_cpu, "ready ", true)?;
+    let hello_target = Target::new(hello.addr, &cert)?;
+    let hello_stats = runtime.block_on(load::run(
+        &hello_target,
+        conns,
+        secs,
+        Pace::Closed,
+        Arc::new(move |w, n| {
+            Some(Req::post(
+                "/1.0/events".into(),
+                single_body((w as u64) << 32 | n),
+                200,
+                1,
+            ))
+        }),
+    ));
+    let hello_rss = hello.peak_rss_mib();
+    hello.stop().ok();
+    let hello_rate = hello_stats.req_rate();
+    let mut r = Row::new(
+        format!("hello HTTPS server, POST, {conns} conns"),
+        "req/s",
+        &hello_stats,
+        hello_rss,
+    );
+    r.target = "HTTP ceiling".into();
+    rows.push(r);
+
+    note("baseline: plain rusqlite inserts");
+    let ceiling_dir = dir.to_path_buf();
+    let batches = opts.ingest_batches;
+    let ceiling = std::thread::spawn(move || {
+        if let Some(cpu) = server_cpu {
+            pin_current_thread(cpu);
+        }
+        baseline::storage_ceiling(&ceiling_dir, batches, batch_events)
+    })
+    .join()
+    .map_err(|_| "storage ceiling panicked".to_string())??;
+    rows.push(Row {
+        name: format!("rusqlite loop, {batch_events}-row tx, FULL+WAL"),
+        unit: "rows/s",
+        stats: None,
+        rss: f64::NAN,
+        target: format!("storage ceiling: {}", fmt_rate(ceiling)),
+    });
+
+    // ---------------------------------------------------------------- the server
+    note("starting parasol serve");
+    let rep_arg = rep_file.to_str().ok_or("temp path is not UTF-8")?;
+    let data_arg = data_dir.to_str().ok_or("temp path is not UTF-8")?;
+    let serve_args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--data-dir",
+        data_arg,
+        "--reputation",
+        rep_arg,
+        "--log-level",
+        "info",
+    ];
+    let (server, first_start) =
+        ChildProc::spawn(bin, &serve_args, server_cpu, "ready: serving ", false)?;
+    let target = Target::new(server.addr, &cert)?;
+
+    let mut m = Measure {
+        runtime: &runtime,
+        server: &server,
+        target: &target,
+        rows: Vec::new(),
+        notes: Vec::new(),
+        peak: server.peak_rss_mib(),
+    };
+    m.rows.append(&mut rows);
+
+    let enf = |key: &str| format!("/1.0/events?customerKey={key}");
+    let batch_source = |batches: Arc<Vec<Bytes>>, key: &str, clients: usize, cycle: bool| {
+        let path = enf(key);
+        let src: Source = Arc::new(move |w, n| {
+            let i = n as usize * clients + w;
+            let i = if cycle { i % batches.len() } else { i };
+            let body = batches.get(i)?.clone();
+            Some(Req::post(path.clone(), body, 202, batch_events))
+        });
+        src
+    };
+
+    let list_source = |page: u64| -> Source {
+        let path = format!(
+            "/1.0/domains?customerKey={}&page={page}&limit=200",
+            world.list_key
+        );
+        Arc::new(move |_, _| Some(Req::get(path.clone())))
+    };
+    let want = |w: &str| opts.only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
+    let mut per_event: Option<f64> = None;
+
+    // 1. ingest, all new domains; then the 90%-repeat mix.
+    let ic = opts.ingest_clients;
+    if want("ingest") {
+        let long = Duration::from_secs(3600);
+        let db_before = db_logical_bytes(&db);
+        let ingest_new = m.measure(
+            format!("ingest new domains, 1 MiB x {batch_events} ev, {ic} clients"),
+            "events/s",
+            ic,
+            long,
+            Pace::Closed,
+            batch_source(new_batches.clone(), &world.ingest_key, ic, false),
+        );
+        let db_after = db_logical_bytes(&db);
+        per_event =
+            Some(db_after.saturating_sub(db_before) as f64 / ingest_new.units.max(1) as f64);
+        let ingest_ratio = ingest_new.rate() / ceiling;
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.0}% of storage ceiling (>= 70%): {}",
+                ingest_ratio * 100.0,
+                verdict(ingest_ratio >= 0.7)
+            );
+        }
+        let ingest_mix = m.measure(
+            format!("ingest 90% repeat / 10% new, {ic} clients"),
+            "events/s",
+            ic,
+            long,
+            Pace::Closed,
+            batch_source(mixed_batches, &world.mixed_key, ic, false),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(">= 200k/s: {}", verdict(ingest_mix.rate() >= 200_000.0));
+        }
+    }
+    if want("single") {
+        // 2. single events: closed loop for the maximum, then open loop at 80% of it.
+        // Like the realistic ingest: 90% of the events name one of the already-listed domains.
+        let single_source = |space: u64, mixed: bool| -> Source {
+            let path = enf(&world.mixed_key);
+            Arc::new(move |w, n| {
+                let i = (w as u64) << 32 | n;
+                let r = data::mix(i ^ space << 48);
+                let name = if mixed && !r.is_multiple_of(10) {
+                    data::domain(data::SPACE_HOT, r % data::HOT_DOMAINS)
+                } else {
+                    data::domain(space, i)
+                };
+                let body = Bytes::from(data::event_json(&name, i));
+                Some(Req::post(path.clone(), body, 202, 1))
+            })
+        };
+        let new = m.measure(
+            format!("single events, all new domains, {conns} conns"),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            single_source(23, false),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!("{:.0}% of hello", new.req_rate() / hello_rate * 100.0);
+        }
+        let single = m.measure(
+            format!("single events, 90% repeat, closed loop, {conns} conns"),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            single_source(21, true),
+        );
+        let single_ratio = single.req_rate() / hello_rate;
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.0}% of hello (>= 40%): {}",
+                single_ratio * 100.0,
+                verdict(single_ratio >= 0.4)
+            );
+        }
+        let open_rate = (single.req_rate() * 0.8).max(10.0);
+        let open = m.measure(
+            format!(
+                "single events, open loop {} req/s (80%)",
+                fmt_rate(open_rate)
+            ),
+            "req/s",
+            conns,
+            secs,
+            Pace::Open(open_rate),
+            single_source(22, true),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "p99 {} ms (< 20 ms): {}",
+                fmt_ms(open.pct_ms(0.99)),
+                verdict(open.pct_ms(0.99) < 20.0)
+            );
+        }
+    }
+    if want("list") {
+        // 3. list: first page and a deep page.
+        let page1 = m.measure(
+            format!("list page 1 of {} domains, {conns} conns", opts.domains),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            list_source(1),
+        );
+        let p1_ratio = page1.req_rate() / hello_rate;
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.0}% of hello (>= 30%): {}",
+                p1_ratio * 100.0,
+                verdict(p1_ratio >= 0.3)
+            );
+        }
+        let deep = m.measure(
+            format!("list page {}, {conns} conns", opts.deep_page),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            list_source(opts.deep_page),
+        );
+        let deep_cost = page1.req_rate() / deep.req_rate().max(1e-9);
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!(
+                "{:.2}x page 1's cost (<= 2x): {}",
+                deep_cost,
+                verdict(deep_cost <= 2.0)
+            );
+        }
+    }
+    if want("readers") {
+        // 4. readers alone and while an ingest runs.
+        let readers = 8usize;
+        let alone = m.measure(
+            format!("readers alone (page 1), {readers} conns"),
+            "req/s",
+            readers,
+            secs,
+            Pace::Closed,
+            list_source(1),
+        );
+        note("readers while ingest runs");
+        server.reset_peak();
+        let ingest_src = batch_source(reader_ingest_batches, &world.ingest_key, ic, true);
+        let (during, bg) = runtime.block_on(async {
+            tokio::join!(
+                load::run(&target, readers, secs, Pace::Closed, list_source(1)),
+                load::run(&target, ic, secs, Pace::Closed, ingest_src)
+            )
+        });
+        let rss = server.peak_rss_mib();
+        m.peak = m.peak.max(rss);
+        let keep = during.req_rate() / alone.req_rate().max(1e-9);
+        let mut r = Row::new(
+            format!("readers during ingest ({} ev/s)", fmt_rate(bg.rate())),
+            "req/s",
+            &during,
+            rss,
+        );
+        r.target = format!(
+            "keep {:.0}% of alone (>= 50%): {}",
+            keep * 100.0,
+            verdict(keep >= 0.5)
+        );
+        m.rows.push(r);
+        if bg.errors > 0 || during.errors > 0 {
+            m.notes.push(format!(
+                "readers during ingest: {} reader errors, {} ingest errors; first: {:?} {:?}",
+                during.errors, bg.errors, during.first_error, bg.first_error
+            ));
+        }
+    }
+    if want("delete") {
+        // 5. delete by name, from the end of the big list.
+        let total = opts.domains;
+        let delete_key = world.list_key.clone();
+        let c = conns as u64;
+        let del = m.measure(
+            format!("delete by name, {conns} conns"),
+            "req/s",
+            conns,
+            secs,
+            Pace::Closed,
+            Arc::new(move |w, n| {
+                let i = n * c + w as u64;
+                let idx = total.checked_sub(i + 1)?;
+                Some(Req {
+                    method: Method::DELETE,
+                    path: format!(
+                        "/1.0/domains?customerKey={delete_key}&where%5Bname%5D={}",
+                        data::domain(data::SPACE_LIST, idx)
+                    ),
+                    body: None,
+                    auth: None,
+                    expect: 204,
+                    units: 1,
+                })
+            }),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!("{:.0}% of hello", del.req_rate() / hello_rate * 100.0);
+        }
+    }
+    let peak_enforcement = m.peak;
+    if want("management") {
+        // 6. management: list and create sites and users under one organization.
+        let auth: Arc<str> = Arc::from(world.mgmt_auth.as_str());
+        let org = world.mgmt_org;
+        let mgmt = |what: &'static str, create: bool| -> Source {
+            let auth = auth.clone();
+            Arc::new(move |w, n| {
+                let path = format!("/v1/organizations/{org}/{what}");
+                let body = match (create, what) {
+                    (false, _) => None,
+                    (true, "sites") => Some(format!(r#"{{"name":"bench site {w}-{n}"}}"#)),
+                    (true, _) => Some(format!(
+                        r#"{{"firstname":"Bench","lastname":"User {w}-{n}","email":"u{w}-{n}@bench.example","password":"Bench-password-{n}!","roleId":2,"timezone":"UTC"}}"#
+                    )),
+                };
+                Some(Req {
+                    method: if create { Method::POST } else { Method::GET },
+                    path,
+                    body: body.map(Bytes::from),
+                    auth: Some(auth.clone()),
+                    expect: 200,
+                    units: 1,
+                })
+            })
+        };
+        let mc = 8usize;
+        for (what, create) in [
+            ("sites", true),
+            ("sites", false),
+            ("users", true),
+            ("users", false),
+        ] {
+            let verb = if create { "POST" } else { "GET" };
+            let s = m.measure(
+                format!("management {verb} /v1/organizations/ID/{what}, {mc} conns"),
+                "req/s",
+                mc,
+                secs,
+                Pace::Closed,
+                mgmt(what, create),
+            );
+            if let Some(r) = m.rows.last_mut() {
+                r.target = if s.ok == 0 {
+                    "not served yet (see errors)".into()
+                } else {
+                    format!("{:.0}% of hello", s.req_rate() / hello_rate * 100.0)
+                };
+            }
+        }
+    }
+
+    let Measure {
+        rows,
+        mut notes,
+        peak: peak_overall,
+        ..
+    } = m;
+
+    // Start-up with the full data directory and reputation file.
+    let log = server.log.clone();
+    server.stop().map_err(|e| format!("server: {e}"))?;
+    if let Ok(lines) = log.lock() {
+        let strip = |l: &str| l.rsplit("] ").next().unwrap_or(l).to_string();
+        let slow: Vec<&String> = lines
+            .iter()
+            .filter(|l| l.contains("slow write transaction"))
+            .collect();
+        if let Some(first) = slow.first() {
+            let ms = |l: &&&String| {
+                l.split("transaction: ")
+                    .nth(1)
+                    .and_then(|r| r.split(' ').next())
+                    .and_then(|n| n.parse::<u64>().ok())
+            };
+            let worst = slow.iter().max_by_key(ms).unwrap_or(first);
+            notes.push(format!(
+                "server: {} slow write transactions (> 50 ms); first: {}; worst: {}",
+                slow.len(),
+                strip(first),
+                strip(worst)
+            ));
+        }
+        if let Some(line) = lines.iter().find(|l| l.contains("writer stopped")) {
+            notes.push(format!("server: {}", strip(line)));
+        }
+    }
+    let mut starts = Vec::new();
+    let mut start_rss = 0f64;
+    for _ in 0..3 {
+        let (s, t) = ChildProc::spawn(bin, &serve_args, server_cpu, "ready: serving ", false)?;
+        start_rss = start_rss.max(s.peak_rss_mib());
+        starts.push(t.as_secs_f64());
+        s.stop().map_err(|e| format!("server: {e}"))?;
+    }
+    starts.sort_by(f64::total_cmp);
+    let startup = starts[starts.len() / 2];
+
+    // ---------------------------------------------------------------- the table
+    let date = crate::timefmt::rfc3339(crate::timefmt::now());
+    println!();
+    println!(
+        "parasol bench, {date}, {} cores, {}",
+        ncores,
+        if pinned {
+            format!("server (and baselines) pinned to cpu {SERVER_CPU}, load generator to cpu {CLIENT_CPU}")
+        } else {
+            "not pinned (fewer than 2 cores or --no-pin)".to_string()
+        }
+    );
+    println!(
+        "{} domains pre-loaded in {:.1} s; reputation file {} lines; {}-second runs; {} events per 1 MiB batch",
+        opts.domains, preload_secs, opts.reputation_lines, opts.seconds, batch_events
+    );
+    println!();
+    println!(
+        "| workload | rate | unit | p50 ms | p99 ms | max ms | errors | peak RSS MiB | target |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---|");
+    for r in &rows {
+        match &r.stats {
+            Some(s) => {
+                let rate = if r.unit == "events/s" {
+                    s.rate()
+                } else {
+                    s.req_rate()
+                };
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
+                    r.name,
+                    fmt_rate(rate),
+                    r.unit,
+                    fmt_ms(s.pct_ms(0.5)),
+                    fmt_ms(s.pct_ms(0.99)),
+                    fmt_ms(s.max_ms()),
+                    s.errors,
+                    r.rss,
+                    r.target
+                );
+            }
+            None => println!("| {} | | {} | | | | | | {} |", r.name, r.unit, r.target),
+        }
+    }
+    let per_row = preload_bytes as f64 / opts.domains.max(1) as f64;
+    let per_event = per_event.map_or("-".to_string(), |b| format!("{b:.0}"));
+    println!(
+        "| peak RSS of the server, enforcement workloads, {} domains | | | | | | | {:.0} | < 100 MiB: {} |",
+        opts.domains,
+        peak_enforcement,
+        verdict(peak_enforcement < 100.0)
+    );
+    println!(
+        "| peak RSS of the server, management included (argon2: 19 MiB a hash) | | | | | | | {:.0} | < 100 MiB: {} |",
+        peak_overall,
+        verdict(peak_overall < 100.0)
+    );
+    println!(
+        "| start-up, {} domains + {}-line reputation file (median of 3) | {:.3} s | | | | | | {:.0} | < 1 s: {} |",
+        opts.domains,
+        opts.reputation_lines,
+        startup,
+        start_rss,
+        verdict(startup < 1.0)
+    );
+    println!(
+        "| first start-up (after pre-load) | {:.3} s | | | | | | | |",
+        first_start.as_secs_f64()
+    );
+    println!(
+        "| database size | {per_row:.0} B per listed domain with its event (pre-load); {per_event} B per new domain + event (ingest) | | | | | | | |"
+    );
+    println!(
+        "| binary size | {:.1} MiB | | | | | | | |",
+        file_size(bin) as f64 / (1024.0 * 1024.0)
+    );
+    if !notes.is_empty() {
+        println!();
+        for n in &notes {
+            println!("note: {n}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! `parasol bench`: the benchmark harness (see `crate::bench` and the README's Benchmark section).
+
+use std::path::PathBuf;
+
+use argh::FromArgs;
+
+use crate::bench::Options;
+
+/// Benchmark: start a server on a fresh data directory, load it over HTTPS, and print a table
+/// with ratios against a hello HTTPS server and a plain SQLite insert loop measured in the same run.
+#[derive(FromArgs, Debug)]
+#[argh(subcommand, name = "bench")]
+pub struct BenchArgs {
+    /// smoke run with small sizes, a few seconds (CI)
+    #[argh(switch)]
+    pub quick: bool,
+    /// domains pre-loaded for the list workload (default 1000000; 20000 with --quick)
+    #[argh(option)]
+    pub domains: Option<u64>,
+    /// lines of the reputation file (default 1000000; 20000 with --quick)
+    #[argh(option)]
+    pub reputation_lines: Option<u64>,
+    /// seconds per timed workload (default 8; 0.5 with --quick)
+    #[argh(option)]
+    pub seconds: Option<f64>,
+    /// connections of the single-event, list and delete workloads (default 64; 16 with --quick)
+    #[argh(option)]
+    pub connections: Option<usize>,
+    /// concurrent clients of the ingest workloads (default 4; 2 with --quick)
+    #[argh(option)]
+    pub ingest_clients: Option<usize>,
+    /// number of 1 MiB batches per ingest workload (default 48; 4 with --quick)
+    #[argh(option)]
+    pub ingest_batches: Option<u64>,
+    /// the deep page of the list workload (default 5000; 90 with --quick)
+    #[argh(option)]
+    pub deep_page: Option<u64>,
+    /// do not pin the server and the load generator to separate cores
+    #[argh(switch)]
+    pub no_pin: bool,
+    /// keep the temporary data directory
+    #[argh(switch)]
+    pub keep: bool,
+    /// run only these workloads, comma-separated: ingest, single, list, readers, delete,
+    /// management (the baselines always run)
+    #[argh(option)]
+    pub only: Option<String>,
+    /// the parasol binary to benchmark (default: this one)
+    #[argh(option)]
+    pub server_binary: Option<PathBuf>,
+    /// internal: run only the hello baseline server with DIR/tls's certificate
+    #[argh(option)]
+    pub serve_hello: Option<PathBuf>,
+}
+
+/// Runs the benchmark; returns the exit status.
+pub fn run(args: BenchArgs) -> i32 {
+    if let Some(dir) = &args.serve_hello {
+        let (cert, key) = crate::tls::self_signed_paths(dir);
+        return match crate::bench::baseline::serve_hello(&cert, &key) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol bench --serve-hello: {e}");
+                1
+            }
+        };
+    }
+    let binary = match args
+        .server_binary
+        .clone()
+        .map(Ok)
+        .unwrap_or_else(std::env::current_exe)
+    {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("parasol bench: cannot find the parasol binary: {e}");
+            return 1;
+        }
+    };
+    let base = if args.quick {
+        Options::quick(binary)
+    } else {
+        Options::full(binary)
+    };
+    let opts = Options {
+        domains: args.domains.unwrap_or(base.domains),
+        reputation_lines: args.reputation_lines.unwrap_or(base.reputation_lines),
+        seconds: args.seconds.unwrap_or(base.seconds),
+        connections: args.connections.unwrap_or(base.connections).max(1),
+        ingest_clients: args.ingest_clients.unwrap_or(base.ingest_clients).max(1),
+        ingest_batches: args.ingest_batches.unwrap_or(base.ingest_batches).max(1),
+        deep_page: args.deep_page.unwrap_or(base.deep_page).max(1),
+        pin: !args.no_pin,
+        keep: args.keep,
+        only: args
+            .only
+            .as_ref()
+            .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
+        ..base
+    };
+    match crate::bench::run(opts) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("parasol bench: {e}");
+            1
+        }
+    }
+}
