@@ -166,19 +166,14 @@ pub fn list(
 ) -> Result<Vec<CustomerRecord>> {
     let (cond, id) = parent_filter(parent);
     let sql = format!("{SELECT} WHERE {cond} ORDER BY o.id LIMIT ?2 OFFSET ?3");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![id, limit, offset], record)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    super::owned_page(conn, &sql, id, limit, offset, record)
 }
 
 /// One customer of the parent, if it exists and belongs to that parent.
 pub fn get(conn: &Connection, parent: Parent, customer: i64) -> Result<Option<CustomerRecord>> {
     let (cond, id) = parent_filter(parent);
     let sql = format!("{SELECT} WHERE {cond} AND o.id = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![id, customer], record)
-        .optional()?)
+    super::owned_row(conn, &sql, id, &customer, record)
 }
 
 /// Creates a customer: its organization, default site and enforcement customer key.

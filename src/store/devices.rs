@@ -3,7 +3,7 @@
 //! renames or moves and deletes them; operators register them through the command line and
 //! `--demo` fills them in.
 
-use rusqlite::{params, Connection, OptionalExtension, Row, ToSql};
+use rusqlite::{params, Connection, Row, ToSql};
 use serde::{Deserialize, Serialize};
 
 use super::tenants::new_origin;
@@ -20,9 +20,7 @@ fn page_of<T>(
     map: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Vec<T>> {
     let sql = format!("{select} ORDER BY origin_id LIMIT ?2 OFFSET ?3");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, limit, offset], map)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    super::owned_page(conn, &sql, org, limit, offset, map)
 }
 
 /// The row of `select` whose `key` column is `id`.
@@ -35,10 +33,7 @@ fn one_of<T>(
     map: fn(&Row<'_>) -> rusqlite::Result<T>,
 ) -> Result<Option<T>> {
     let sql = format!("{select} AND {key} = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![org, id], map)
-        .optional()?)
+    super::owned_row(conn, &sql, org, id, map)
 }
 
 /// Deletes the row of `table` whose `key` is `id` when `rec` (read just before) says it exists,

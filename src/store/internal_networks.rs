@@ -1,7 +1,7 @@
 //! Internal networks of an organization. `internalNetworkId` is the network's `originId`, drawn
 //! from the shared identity sequence; `siteName` is read through the site, so it follows renames.
 
-use rusqlite::{params, Connection, OptionalExtension, Row};
+use rusqlite::{params, Connection, Row};
 use serde::Serialize;
 
 use super::tenants;
@@ -57,18 +57,13 @@ pub fn list(
 ) -> Result<Vec<InternalNetworkRecord>> {
     let sql =
         format!("{SELECT} WHERE n.organization_id = ?1 ORDER BY n.origin_id LIMIT ?2 OFFSET ?3");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, limit, offset], record)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    super::owned_page(conn, &sql, org, limit, offset, record)
 }
 
 /// One internal network of the organization, if it exists there.
 pub fn get(conn: &Connection, org: i64, id: i64) -> Result<Option<InternalNetworkRecord>> {
     let sql = format!("{SELECT} WHERE n.organization_id = ?1 AND n.origin_id = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![org, id], record)
-        .optional()?)
+    super::owned_row(conn, &sql, org, &id, record)
 }
 
 /// Creates an internal network; the caller has checked that the site belongs to `org`.

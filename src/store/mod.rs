@@ -328,6 +328,37 @@ impl Store {
     }
 }
 
+/// One page of the rows of `sql`, whose parameters are the owner's id (`?1`), then LIMIT (`?2`)
+/// and OFFSET (`?3`): the list query of every management resource.
+pub(crate) fn owned_page<T>(
+    conn: &Connection,
+    sql: &str,
+    owner: i64,
+    limit: i64,
+    offset: i64,
+    map: fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(rusqlite::params![owner, limit, offset], map)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The row of `sql`, whose parameters are the owner's id (`?1`) and the item's key (`?2`), if
+/// there is one: the read query of every management resource.
+pub(crate) fn owned_row<T>(
+    conn: &Connection,
+    sql: &str,
+    owner: i64,
+    key: &dyn rusqlite::ToSql,
+    map: fn(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+) -> Result<Option<T>> {
+    use rusqlite::OptionalExtension;
+    Ok(conn
+        .prepare_cached(sql)?
+        .query_row(rusqlite::params![owner, key], map)
+        .optional()?)
+}
+
 /// Runs one cached statement without parameters (transaction control).
 fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())

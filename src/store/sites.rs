@@ -50,18 +50,13 @@ fn record(r: &Row<'_>) -> rusqlite::Result<SiteRecord> {
 /// One page of the organization's sites, ordered by siteId.
 pub fn list(conn: &Connection, org: i64, limit: i64, offset: i64) -> Result<Vec<SiteRecord>> {
     let sql = format!("{SELECT} WHERE s.organization_id = ?1 ORDER BY s.id LIMIT ?2 OFFSET ?3");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, limit, offset], record)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    super::owned_page(conn, &sql, org, limit, offset, record)
 }
 
 /// One site of the organization, if it exists there.
 pub fn get(conn: &Connection, org: i64, site: i64) -> Result<Option<SiteRecord>> {
     let sql = format!("{SELECT} WHERE s.organization_id = ?1 AND s.id = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![org, site], record)
-        .optional()?)
+    super::owned_row(conn, &sql, org, &site, record)
 }
 
 /// Creates a (non-default) site and returns its record.

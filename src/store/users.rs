@@ -56,18 +56,13 @@ fn record(r: &Row<'_>) -> rusqlite::Result<UserRecord> {
 /// One page of the organization's users, ordered by id.
 pub fn list(conn: &Connection, org: i64, limit: i64, offset: i64) -> Result<Vec<UserRecord>> {
     let sql = format!("{SELECT} WHERE u.organization_id = ?1 ORDER BY u.id LIMIT ?2 OFFSET ?3");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let rows = stmt.query_map(params![org, limit, offset], record)?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    super::owned_page(conn, &sql, org, limit, offset, record)
 }
 
 /// One user of the organization, if it exists there.
 pub fn get(conn: &Connection, org: i64, id: i64) -> Result<Option<UserRecord>> {
     let sql = format!("{SELECT} WHERE u.organization_id = ?1 AND u.id = ?2");
-    Ok(conn
-        .prepare_cached(&sql)?
-        .query_row(params![org, id], record)
-        .optional()?)
+    super::owned_row(conn, &sql, org, &id, record)
 }
 
 /// True when `id` names a built-in role.
