@@ -193,12 +193,10 @@ pub struct VaRegister {
 }
 
 /// Turns an API validation message into the flag's spelling (`prefixLength must ...` becomes
-/// `--prefix-length must ...`), for the fields whose flag is not their kebab-case name.
+/// `--prefix-length must ...`); the table holds the fields whose flag is not their kebab-case
+/// name, the rest go through `to_flag_message`.
 fn flag_message(e: MgmtError) -> String {
     const RENAMED: &[(&str, &str)] = &[
-        ("ipAddress", "--ip-address"),
-        ("deviceId", "--device-id"),
-        ("appliedBundle", "--applied-bundle"),
         ("settings.internalIPs", "--internal-ip"),
         ("settings.externalIP", "--external-ip"),
         ("settings.domains", "--domain"),
