@@ -814,6 +814,15 @@ fn run_in(
                 strip(worst)
             ));
         }
+        let restarts = lines
+            .iter()
+            .filter(|l| l.contains("slow WAL restart"))
+            .count();
+        if restarts > 0 {
+            notes.push(format!(
+                "server: {restarts} WAL restarts held the writer for over 50 ms"
+            ));
+        }
         if let Some(line) = lines.iter().find(|l| l.contains("writer stopped")) {
             notes.push(format!("server: {}", strip(line)));
         }
