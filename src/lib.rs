@@ -2,6 +2,7 @@
 //! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
 
 pub mod bench;
+pub mod bulk;
 pub mod cli;
 pub mod config;
 pub mod datadir;

@@ -41,6 +41,10 @@ pub struct AppState {
     pub limits: Limits,
     /// `--cloud-limits`.
     pub rate: crate::ratelimit::RateLimiter,
+    /// Pages of the domain lists served since the database last changed.
+    pub pages: crate::enforcement::page_cache::PageCache,
+    /// Where large event batches are validated.
+    pub bulk: crate::bulk::BulkPool,
 }
 
 impl AppState {
@@ -143,6 +147,8 @@ pub async fn run(
         local_addr,
         limits: config.limits.clone(),
         rate: crate::ratelimit::RateLimiter::new(config.cloud_limits),
+        pages: Default::default(),
+        bulk: crate::bulk::BulkPool::start().map_err(|e| format!("cannot start threads: {e}"))?,
     });
 
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;

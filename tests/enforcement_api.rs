@@ -317,6 +317,38 @@ async fn batches_are_all_or_nothing_with_per_element_errors() {
     assert_eq!(event_count(&s, org), 0);
 }
 
+/// Large batches are validated and written off the request threads (at a lower priority): the
+/// same answers and the same all-or-nothing rule as small ones.
+#[tokio::test]
+async fn large_batches_are_all_or_nothing_too() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let mut batch: Vec<Value> = (0..400)
+        .map(|i| event(&format!("big{i}.example")))
+        .collect();
+    batch.push(event("not a domain"));
+    let r = s
+        .post_json(&events_path(&key), &Value::Array(batch.clone()))
+        .await;
+    assert_enf_error(&r, 400, "BadRequestError");
+    assert_eq!(r.json()["errors"], json!({"[400].dstDomain": "is invalid"}));
+    assert_eq!(event_count(&s, org), 0);
+    batch.pop();
+    let r = s
+        .post_json(&events_path(&key), &Value::Array(batch.clone()))
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    assert_eq!(event_count(&s, org), 400);
+    let r = s
+        .get(&format!("{}&page=2&limit=200", domains_path(&key)))
+        .await;
+    assert_eq!(r.json()["data"][199]["name"], "big399.example");
+    assert!(parasol::store::tenants::revoke_customer_key(&s.db(), &key, 1).unwrap());
+    let r = s.post_json(&events_path(&key), &Value::Array(batch)).await;
+    assert_enf_error(&r, 403, "InvalidCredentials");
+    assert_eq!(event_count(&s, org), 400);
+}
+
 #[tokio::test]
 async fn malformed_bodies() {
     let s = TestServer::start().await;
@@ -438,14 +470,90 @@ async fn customer_keys_missing_malformed_unknown_revoked() {
     );
     // Upper-case keys are the same key.
     assert_eq!(s.get(&domains_path(&key.to_uppercase())).await.status, 200);
-    // A key revoked while in use stops working at once.
+    // A key revoked while in use stops working at once, also for the page just served with it.
+    assert_eq!(s.get(&domains_path(&key)).await.status, 200);
     revoke(&key);
+    assert_enf_error(&s.get(&domains_path(&key)).await, 403, "InvalidCredentials");
     assert_eq!(
         s.post_json(&events_path(&key), &event("k.example"))
             .await
             .status,
         403
     );
+}
+
+/// Pages are served from a cache while nothing changed: every change, through the API or by
+/// another process writing the database, shows in the next answer.
+#[tokio::test]
+async fn pages_are_fresh_after_every_change() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let page = |p: u32| format!("{}&page={p}&limit=2", domains_path(&key));
+    let names = |r: &Resp| -> Vec<(String, i64)> {
+        assert_eq!(r.status, 200, "{}", r.text());
+        r.json()["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["name"].as_str().unwrap().to_string(),
+                    e["lastSeenAt"].as_i64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let only = |v: Vec<(String, i64)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
+    assert!(names(&s.get(&page(1)).await).is_empty());
+    s.post_json(
+        &events_path(&key),
+        &json!([event("a.example"), event("b.example")]),
+    )
+    .await;
+    let first = s.get(&page(1)).await;
+    assert_eq!(only(names(&first)), ["a.example", "b.example"]);
+    assert_eq!(first.json()["meta"]["next"], false);
+    // The same answer again, byte for byte.
+    assert_eq!(s.get(&page(1)).await.text(), first.text());
+    // A third entry: page 1 now links to page 2.
+    s.post_json(&events_path(&key), &event("c.example")).await;
+    let r = s.get(&page(1)).await;
+    assert!(r.json()["meta"]["next"].is_string(), "{}", r.text());
+    assert_eq!(only(names(&s.get(&page(2)).await)), ["c.example"]);
+    // Deleted through the API.
+    assert_eq!(
+        s.delete(&format!("/1.0/domains/a.example?customerKey={key}"))
+            .await
+            .status,
+        204
+    );
+    assert_eq!(
+        only(names(&s.get(&page(1)).await)),
+        ["b.example", "c.example"]
+    );
+    assert!(names(&s.get(&page(2)).await).is_empty());
+    // Changed by another process, through the database.
+    s.db()
+        .execute(
+            "UPDATE domains SET last_seen_at = 1234 WHERE organization_id = ?1 AND name = 'b.example'",
+            [org],
+        )
+        .unwrap();
+    assert_eq!(
+        names(&s.get(&page(1)).await)[0],
+        ("b.example".to_string(), 1234)
+    );
+    // Pages of another tenant, and another page size, never answer for this one.
+    let (_, other) = s.create_org("b");
+    assert!(names(
+        &s.get(&format!("{}&page=1&limit=2", domains_path(&other)))
+            .await
+    )
+    .is_empty());
+    let r = s
+        .get(&format!("{}&page=1&limit=1", domains_path(&key)))
+        .await;
+    assert_eq!(only(names(&r)), ["b.example"]);
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use hyper::{Response, StatusCode};
 use serde::Serialize;
 
 use crate::error::EnfError;
-use crate::http::{is_json_content_type, json, no_content, query_encode, Body};
+use crate::http::{is_json_content_type, json_response, no_content, query_encode, Body};
 use crate::router::EnfEndpoint;
 use crate::server::{AppState, RequestCtx};
 use crate::store::domains::{self, PreparedEvent};
@@ -16,6 +16,7 @@ use crate::store::StoreError;
 
 use super::domain::normalize;
 use super::event::{validate_body, EventsError};
+use super::page_cache::CachedPage;
 
 /// Default and largest page size of GET /1.0/domains.
 pub const PAGE_SIZE: u64 = 200;
@@ -26,13 +27,8 @@ const ALONE_EVENTS: usize = 256;
 /// Event bodies larger than this are validated on a blocking thread.
 const BLOCKING_BODY_BYTES: usize = 32 * 1024;
 
-/// The GET /1.0/domains body, serialised straight from these types (`meta` first).
-#[derive(Serialize)]
-struct Page<'a> {
-    meta: PageMeta,
-    data: &'a [domains::DomainEntry],
-}
-
+/// The `meta` member of a GET /1.0/domains body (the `data` member comes serialised from the
+/// page cache, see `list_domains`).
 #[derive(Serialize)]
 struct PageMeta {
     page: u64,
@@ -137,23 +133,14 @@ async fn post_events(
                 .collect::<Vec<_>>()
         })
     };
-    // A large batch takes milliseconds to parse: off the runtime's threads, so that the small
-    // requests of other connections (reads above all) are not held up behind it.
+    // A large batch takes milliseconds to parse: off the runtime's threads and at a lower
+    // priority (`crate::bulk`), so that the small requests of other connections (reads above
+    // all) are not held up behind it.
     let checked = if body.len() > BLOCKING_BODY_BYTES {
-        // At most one large body per core is parsed at a time: more would not finish sooner, and
-        // each holds several times its size in parsed form.
-        static PARSERS: std::sync::OnceLock<tokio::sync::Semaphore> = std::sync::OnceLock::new();
-        let parsers = PARSERS.get_or_init(|| {
-            let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-            tokio::sync::Semaphore::new(cores)
-        });
-        let _permit = parsers
-            .acquire()
-            .await
-            .map_err(|e| EnfError::from(StoreError::Task(e.to_string())))?;
-        tokio::task::spawn_blocking(move || check(&body))
-            .await
-            .map_err(|e| EnfError::from(StoreError::Task(e.to_string())))?
+        state.bulk.run(move || check(&body)).await.map_err(|e| {
+            log::error!("validating a large batch: {e}");
+            EnfError::Internal
+        })?
     } else {
         check(&body)
     };
@@ -251,28 +238,51 @@ fn paging(ctx: &RequestCtx) -> Result<(u64, u64), EnfError> {
 
 async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Body>, EnfError> {
     let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
-    let params = paging(ctx);
-    let k = key.clone();
-    let page_params = params.clone().ok();
-    // One read transaction: the key and the page come from the same snapshot.
-    let found = state
-        .store
-        .read_short(move |conn| {
-            let Some(org) = resolve_customer_key(conn, &k)? else {
-                return Ok(None);
+    let (page, limit) = match paging(ctx) {
+        Ok(p) => p,
+        Err(bad) => {
+            // Credentials are checked before the parameters (403 before 400).
+            let k = key.clone();
+            let org = state
+                .store
+                .read_short(move |conn| resolve_customer_key(conn, &k))
+                .await?;
+            org.ok_or(EnfError::InvalidCredentials)?;
+            admit(state, &key, 0)?;
+            return Err(bad);
+        }
+    };
+    // Read before the page, so that an entry never claims to be newer than it is.
+    let version = state.store.data_version()?;
+    let listing = match state.pages.get(&key, page, limit, version) {
+        Some(hit) => hit,
+        None => {
+            let k = key.clone();
+            // One read transaction: the key and the page come from the same snapshot.
+            let found = state
+                .store
+                .read_short(move |conn| {
+                    let Some(org) = resolve_customer_key(conn, &k)? else {
+                        return Ok(None);
+                    };
+                    Ok(Some((org, domains::list_page(conn, org, page, limit)?)))
+                })
+                .await?;
+            let (org, (entries, more)) = found.ok_or(EnfError::InvalidCredentials)?;
+            let data = serde_json::to_vec(&entries).map_err(|e| {
+                log::error!("cannot serialise a page of the domain list: {e}");
+                EnfError::Internal
+            })?;
+            let listing = CachedPage {
+                org,
+                data: Bytes::from(data),
+                more,
             };
-            match page_params {
-                Some((page, limit)) => Ok(Some(Some(domains::list_page(conn, org, page, limit)?))),
-                None => Ok(Some(None)),
-            }
-        })
-        .await?;
-    let Some(listing) = found else {
-        return Err(EnfError::InvalidCredentials);
+            state.pages.put(&key, page, limit, version, listing.clone());
+            listing
+        }
     };
     admit(state, &key, 0)?;
-    let (page, limit) = params?;
-    let (entries, more) = listing.unwrap_or_default();
     let base = state.base_url(&ctx.headers);
     let key = query_encode(&key);
     let link = |p: u64| {
@@ -280,24 +290,32 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
             "{base}/1.0/domains?customerKey={key}&page={p}&limit={limit}"
         ))
     };
-    let body = Page {
-        meta: PageMeta {
-            page,
-            limit,
-            prev: if page > 1 {
-                link(page - 1)
-            } else {
-                Link::None(false)
-            },
-            next: if more {
-                link(page + 1)
-            } else {
-                Link::None(false)
-            },
+    let meta = PageMeta {
+        page,
+        limit,
+        prev: if page > 1 {
+            link(page - 1)
+        } else {
+            Link::None(false)
         },
-        data: &entries,
+        next: if listing.more {
+            link(page + 1)
+        } else {
+            Link::None(false)
+        },
     };
-    Ok(json(StatusCode::OK, &body))
+    let meta = serde_json::to_vec(&meta).map_err(|e| {
+        log::error!("cannot serialise page links: {e}");
+        EnfError::Internal
+    })?;
+    // {"meta":{...},"data":[...]}: meta first, as the cloud sends it.
+    let mut body = Vec::with_capacity(meta.len() + listing.data.len() + 18);
+    body.extend_from_slice(b"{\"meta\":");
+    body.extend_from_slice(&meta);
+    body.extend_from_slice(b",\"data\":");
+    body.extend_from_slice(&listing.data);
+    body.push(b'}');
+    Ok(json_response(StatusCode::OK, body))
 }
 
 enum Target {

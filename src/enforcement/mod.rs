@@ -4,3 +4,4 @@
 pub mod domain;
 pub mod event;
 pub mod handlers;
+pub mod page_cache;

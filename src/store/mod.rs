@@ -188,6 +188,8 @@ struct Inner {
     commits: Arc<std::sync::atomic::AtomicU64>,
     /// Jobs run by the writer.
     jobs: Arc<std::sync::atomic::AtomicU64>,
+    /// A connection that never writes, asked for `PRAGMA data_version` (see `data_version`).
+    probe: Mutex<Connection>,
 }
 
 impl Store {
@@ -216,6 +218,7 @@ impl Store {
                 read_slots: tokio::sync::Semaphore::new(MAX_READERS),
                 commits,
                 jobs,
+                probe: Mutex::new(open_connection(path)?),
             }),
         })
     }
@@ -333,6 +336,19 @@ impl Store {
         self.inner.read_now(f)
     }
 
+    /// A number that changes whenever anything was committed to the database since the last call,
+    /// by this server's writer or by any other process (a provisioning command): SQLite's
+    /// `PRAGMA data_version` on a connection that never writes. It reads the WAL header, a few
+    /// microseconds, so a reader can tell whether what it derived from the database earlier is
+    /// still current. Runs on the calling thread.
+    pub fn data_version(&self) -> Result<i64> {
+        let probe = self.inner.probe.lock().map_err(|_| StoreError::Closed)?;
+        let version = probe
+            .prepare_cached("PRAGMA data_version")?
+            .query_row([], |r| r.get(0))?;
+        Ok(version)
+    }
+
     /// Stops accepting writes, lets the writer finish what is queued, and waits for it.
     pub fn close(&self) {
         if let Ok(mut s) = self.inner.sender.lock() {
@@ -416,7 +432,7 @@ fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<
 }
 
 fn writer_loop(
-    conn: Connection,
+    mut conn: Connection,
     mut rx: mpsc::Receiver<Job>,
     (commits, job_count): (Arc<AtomicU64>, Arc<AtomicU64>),
     checkpointer: Checkpointer,
@@ -424,6 +440,7 @@ fn writer_loop(
     let mut jobs: Vec<Job> = Vec::with_capacity(MAX_GROUP);
     // A large job met while gathering a group waits for the next transaction.
     let mut held: Option<Job> = None;
+    let bulk = BulkWriter::start(commits.clone());
     loop {
         let Some(first) = held.take().or_else(|| rx.blocking_recv()) else {
             break;
@@ -441,53 +458,16 @@ fn writer_loop(
             }
         }
         job_count.fetch_add(jobs.len() as u64, Ordering::Relaxed);
-        let started = std::time::Instant::now();
-        let group = jobs.len();
-        let alone = jobs.len() == 1;
-        // Savepoints are needed only when a job may fail on its own in a group of several.
-        let no_savepoints = alone || jobs.iter().all(|j| j.shared);
-        let begun = exec_cached(&conn, "BEGIN IMMEDIATE");
-        let lock_wait = started.elapsed();
-        if let Err(e) = begun {
-            log::error!("cannot begin write transaction: {e}");
-            // Run nothing; every job learns of the failure through its completion.
-            for job in jobs.drain(..) {
-                fail_job(job, &conn, e.to_string());
-            }
-            continue;
-        }
-        SAVEPOINTS.with(|s| s.set(!no_savepoints));
-        // Without savepoints a failed job says so through LAST_JOB_FAILED, and the transaction
-        // is rolled back below instead of committed.
-        let completions: Vec<Completion> = jobs.drain(..).map(|job| (job.run)(&conn)).collect();
-        let failed = LAST_JOB_FAILED.with(|f| f.replace(false));
-        let ran = started.elapsed();
-        let commit = if failed {
-            // The failed job's own error is its answer (it wins over this one); the others in the
-            // group learn that nothing of theirs was stored.
-            let _ = exec_cached(&conn, "ROLLBACK");
-            Err("another write in the same transaction failed; nothing was stored".to_string())
-        } else {
-            exec_cached(&conn, "COMMIT").map_err(|e| {
-                log::error!("commit failed: {e}");
-                let _ = exec_cached(&conn, "ROLLBACK");
-                e.to_string()
-            })
-        };
-        let took = started.elapsed();
-        if took > SLOW_TRANSACTION {
-            log::warn!(
-                "slow write transaction: {} ms for {group} writes ({} ms of it waiting for the write lock, {} ms in COMMIT)",
-                took.as_millis(),
-                lock_wait.as_millis(),
-                (took - ran).as_millis()
-            );
-        }
-        if commit.is_ok() && !failed {
-            commits.fetch_add(1, Ordering::Relaxed);
-        }
-        for c in completions {
-            c(commit.clone());
+        match &bulk {
+            Some(bulk) if first_alone => match bulk.run(conn, std::mem::take(&mut jobs)) {
+                Some((c, j)) => (conn, jobs) = (c, j),
+                None => {
+                    log::error!("the bulk write thread failed; the writer stops");
+                    checkpointer.stop();
+                    return;
+                }
+            },
+            _ => run_transaction(&conn, &mut jobs, &commits),
         }
         checkpointer.restart_if_wanted(&conn);
     }
@@ -497,6 +477,102 @@ fn writer_loop(
         job_count.load(Ordering::Relaxed),
         commits.load(Ordering::Relaxed)
     );
+}
+
+/// Runs `jobs` in one write transaction and tells each how it ended.
+fn run_transaction(conn: &Connection, jobs: &mut Vec<Job>, commits: &AtomicU64) {
+    let started = std::time::Instant::now();
+    let group = jobs.len();
+    let alone = jobs.len() == 1;
+    // Savepoints are needed only when a job may fail on its own in a group of several.
+    let no_savepoints = alone || jobs.iter().all(|j| j.shared);
+    let begun = exec_cached(conn, "BEGIN IMMEDIATE");
+    let lock_wait = started.elapsed();
+    if let Err(e) = begun {
+        log::error!("cannot begin write transaction: {e}");
+        // Run nothing; every job learns of the failure through its completion.
+        for job in jobs.drain(..) {
+            fail_job(job, conn, e.to_string());
+        }
+        return;
+    }
+    SAVEPOINTS.with(|s| s.set(!no_savepoints));
+    // Without savepoints a failed job says so through LAST_JOB_FAILED, and the transaction
+    // is rolled back below instead of committed.
+    let completions: Vec<Completion> = jobs.drain(..).map(|job| (job.run)(conn)).collect();
+    let failed = LAST_JOB_FAILED.with(|f| f.replace(false));
+    let ran = started.elapsed();
+    let commit = if failed {
+        // The failed job's own error is its answer (it wins over this one); the others in the
+        // group learn that nothing of theirs was stored.
+        let _ = exec_cached(conn, "ROLLBACK");
+        Err("another write in the same transaction failed; nothing was stored".to_string())
+    } else {
+        exec_cached(conn, "COMMIT").map_err(|e| {
+            log::error!("commit failed: {e}");
+            let _ = exec_cached(conn, "ROLLBACK");
+            e.to_string()
+        })
+    };
+    let took = started.elapsed();
+    if took > SLOW_TRANSACTION {
+        log::warn!(
+            "slow write transaction: {} ms for {group} writes ({} ms of it waiting for the write lock, {} ms in COMMIT)",
+            took.as_millis(),
+            lock_wait.as_millis(),
+            (took - ran).as_millis()
+        );
+    }
+    if commit.is_ok() && !failed {
+        commits.fetch_add(1, Ordering::Relaxed);
+    }
+    for c in completions {
+        c(commit.clone());
+    }
+}
+
+/// The writer hands its connection to this thread, at the lower priority of `crate::bulk`, for a
+/// transaction of one large job (a batch of thousands of events: tens of milliseconds of CPU),
+/// and waits for it. So a stream of large batches yields the CPU to the small requests of other
+/// connections instead of taking an equal share from them; on an otherwise idle server it runs
+/// as fast as on the writer's own thread.
+struct BulkWriter {
+    work: std::sync::mpsc::SyncSender<(Connection, Vec<Job>)>,
+    done: std::sync::mpsc::Receiver<(Connection, Vec<Job>)>,
+}
+
+impl BulkWriter {
+    /// `None` if the thread cannot be started (the writer then runs everything itself).
+    fn start(commits: Arc<AtomicU64>) -> Option<BulkWriter> {
+        let (work, work_rx) = std::sync::mpsc::sync_channel::<(Connection, Vec<Job>)>(1);
+        let (done_tx, done) = std::sync::mpsc::sync_channel::<(Connection, Vec<Job>)>(1);
+        let spawned = std::thread::Builder::new()
+            .name("parasol-bulk-write".into())
+            .spawn(move || {
+                crate::bulk::lower_priority();
+                while let Ok((conn, mut jobs)) = work_rx.recv() {
+                    run_transaction(&conn, &mut jobs, &commits);
+                    if done_tx.send((conn, jobs)).is_err() {
+                        return;
+                    }
+                }
+            });
+        match spawned {
+            Ok(_) => Some(BulkWriter { work, done }),
+            Err(e) => {
+                log::warn!(
+                    "cannot start the bulk write thread ({e}); large writes run on the writer"
+                );
+                None
+            }
+        }
+    }
+
+    /// Runs `jobs` on the bulk thread; gives the connection (and the emptied vector) back.
+    fn run(&self, conn: Connection, jobs: Vec<Job>) -> Option<(Connection, Vec<Job>)> {
+        self.work.send((conn, jobs)).ok()?;
+        self.done.recv().ok()
+    }
 }
 
 thread_local! {
