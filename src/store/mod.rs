@@ -107,12 +107,15 @@ const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 /// in its group).
 const SLOW_TRANSACTION: std::time::Duration = std::time::Duration::from_millis(50);
 /// ... and once the WAL holds more than this many bytes of frames, asks the writer to restart it
-/// from the beginning (see `Checkpointer`). Also the size the WAL file is truncated back to after
-/// a restart (`journal_size_limit`), so a burst does not leave a large file behind.
+/// from the beginning (see `Checkpointer`). After a restart the WAL file is truncated back to four
+/// times this (`journal_size_limit`): in steady state the file is reused without truncating it
+/// (a truncation made the next commit take 10-15 ms), while a burst does not leave a huge file.
 const WAL_RESTART_BYTES: i64 = if cfg!(test) { 1 } else { 64 } * 1024 * 1024;
 /// Passive checkpoints run back to back before the writer is asked to restart the WAL: each copies
-/// what was committed during the one before, so the next is shorter (measured: 15-70 ms, then 0-3
-/// ms), and the writer's restart is left with 1-3 ms of work instead of 15-35.
+/// what was committed during the one before, so the next is shorter (measured: 10-50 ms, then
+/// 1-5 ms), and the writer's restart is left with a few dozen frames to copy. What it cannot
+/// avoid is one fsync of the database file (the WAL may be overwritten only once everything in
+/// it is durable there): 2-40 ms on the benchmark's VM.
 const CATCH_UP_PASSES: usize = 3;
 
 /// Busy handler of every connection: waits up to about 10 s for a lock, polling every 100 us.
@@ -199,7 +202,7 @@ impl Store {
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
         // Checkpoints run on the checkpointer thread, never inside the writer's commits.
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
-        conn.pragma_update(None, "journal_size_limit", WAL_RESTART_BYTES)?;
+        conn.pragma_update(None, "journal_size_limit", 4 * WAL_RESTART_BYTES)?;
         let (tx, rx) = mpsc::channel::<Job>(4096);
         let commits = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let checkpointer = Checkpointer::start(path, commits.clone())?;
@@ -589,9 +592,10 @@ thread_local! {
 /// already in the database file, and commits keep arriving while a checkpoint runs. So once the
 /// WAL holds more than `WAL_RESTART_BYTES`, the checkpointer asks the writer to restart it: the
 /// writer, between two transactions, runs `wal_checkpoint(RESTART)` itself, which has only the
-/// frames committed since the last passive checkpoint left to copy. A RESTART run by another
-/// connection would instead hold the write lock for the whole copy and fsync while the writer
-/// waited in its busy handler: that was the 30-330 ms write stalls measured before.
+/// frames committed since the last passive checkpoint left to copy (plus one fsync of the
+/// database file). A RESTART run by another connection would instead hold the write lock for the
+/// whole copy while the writer waited in its busy handler: that was the 30-330 ms write stalls
+/// measured before. The checkpointer runs at the lower priority of `crate::bulk`.
 struct Checkpointer {
     stop: std::sync::mpsc::SyncSender<()>,
     handle: JoinHandle<()>,
@@ -621,6 +625,8 @@ impl Checkpointer {
         let handle = std::thread::Builder::new()
             .name("parasol-checkpoint".into())
             .spawn(move || {
+                // Background work: the CPU goes to requests and commits first.
+                crate::bulk::lower_priority();
                 let mut seen = commits.load(Ordering::Relaxed);
                 while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
                     rx.recv_timeout(CHECKPOINT_INTERVAL)
