@@ -246,7 +246,8 @@ pub fn render(format: &str, org: i64, blocked: &[String], exceptions: &[String])
     out
 }
 
-/// Writes `bytes` to a temporary file beside `path`, syncs it and renames it over `path`, so a
+/// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path` and syncs the
+/// directory, so a
 /// resolver never reads a half-written list.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
     let dir = path
@@ -264,7 +265,9 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> 
         let mut f = std::fs::File::create(&tmp)?;
         f.write_all(bytes)?;
         f.sync_all()?;
-        std::fs::rename(&tmp, path)
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable only once the directory is.
+        std::fs::File::open(dir)?.sync_all()
     })();
     result.map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
