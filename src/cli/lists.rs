@@ -247,8 +247,7 @@ pub fn render(format: &str, org: i64, blocked: &[String], exceptions: &[String])
 }
 
 /// Writes `bytes` to a temporary file beside `path`, syncs it, renames it over `path` and syncs the
-/// directory, so a
-/// resolver never reads a half-written list.
+/// directory, so a resolver never reads a half-written list and the new list survives a power cut.
 fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> Result<(), String> {
     let dir = path
         .parent()
