@@ -622,6 +622,22 @@ fn run_in(
                 verdict(open.pct_ms(0.99) < 20.0)
             );
         }
+        // The same at half the maximum: how much of the tail is queueing near saturation.
+        let half_rate = (single.req_rate() * 0.5).max(10.0);
+        let half = m.measure(
+            format!(
+                "single events, open loop {} req/s (50%)",
+                fmt_rate(half_rate)
+            ),
+            "req/s",
+            conns,
+            secs,
+            Pace::Open(half_rate),
+            single_source(24, true),
+        );
+        if let Some(r) = m.rows.last_mut() {
+            r.target = format!("p99 {} ms (no target)", fmt_ms(half.pct_ms(0.99)));
+        }
     }
     if want("list") {
         // 3. list: first page and a deep page.
