@@ -118,6 +118,9 @@ const WAL_RESTART_BYTES: i64 = if cfg!(test) { 1 } else { 64 } * 1024 * 1024;
 /// it is durable there): 2-40 ms on the benchmark's VM.
 const CATCH_UP_PASSES: usize = 3;
 
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 128;
+
 /// Busy handler of every connection: waits up to about 10 s for a lock, polling every 100 us.
 /// SQLite's own (`busy_timeout`) sleeps in growing steps of up to 100 ms, so a writer that meets a
 /// lock held for 30 ms would sleep until 33 or 53 ms; the locks Parasol's connections wait for
@@ -137,6 +140,9 @@ pub fn open_connection(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
     // Pragmas live outside any migration transaction (journal_mode cannot change inside one).
     conn.busy_handler(Some(poll_busy))?;
+    // The writer alone runs some 30 distinct statements (events, lists, management, transaction
+    // control); rusqlite's default cache of 16 would evict and re-prepare them in turn.
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.pragma_update(None, "journal_mode", "WAL")?;
     // FULL: a commit is on disk (WAL fsynced) before it returns, so a 202 is never lost.
     conn.pragma_update(None, "synchronous", "FULL")?;
