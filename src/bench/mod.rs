@@ -388,8 +388,8 @@ fn run_in(
         data::MAX_BATCH_BYTES,
     );
     drop(sample_batch);
-    let make_batches = |space: u64, mixed: bool| -> Vec<Bytes> {
-        (0..opts.ingest_batches)
+    let make_batches = |space: u64, mixed: bool, count: u64| -> Vec<Bytes> {
+        (0..count)
             .map(|b| {
                 let names = (b * batch_events..).map(|n| {
                     let r = data::mix(n ^ space << 48);
@@ -404,9 +404,11 @@ fn run_in(
             })
             .collect()
     };
-    let new_batches = Arc::new(make_batches(10, false));
-    let mixed_batches = Arc::new(make_batches(11, true));
-    let reader_ingest_batches = Arc::new(make_batches(12, false));
+    let new_batches = Arc::new(make_batches(10, false, opts.ingest_batches));
+    // The mix runs about twice as fast: three times the batches, so that it too lasts long enough
+    // to include its share of checkpoints and WAL restarts (a one-second run read 10-25% high).
+    let mixed_batches = Arc::new(make_batches(11, true, 3 * opts.ingest_batches));
+    let reader_ingest_batches = Arc::new(make_batches(12, false, opts.ingest_batches));
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -29,7 +29,8 @@ pub struct BenchArgs {
     /// concurrent clients of the ingest workloads (default 4; 2 with --quick)
     #[argh(option)]
     pub ingest_clients: Option<usize>,
-    /// number of 1 MiB batches per ingest workload (default 48; 4 with --quick)
+    /// number of 1 MiB batches of the all-new ingest workloads (default 48; 4 with --quick); the
+    /// 90%-repeat mix sends three times as many
     #[argh(option)]
     pub ingest_batches: Option<u64>,
     /// the deep page of the list workload (default 5000; 90 with --quick)
