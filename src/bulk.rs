@@ -18,7 +18,7 @@ const NICE: i32 = 5;
 type Task = Box<dyn FnOnce() + Send>;
 
 pub struct BulkPool {
-    tasks: Mutex<mpsc::Sender<Task>>,
+    tasks: mpsc::Sender<Task>,
 }
 
 impl BulkPool {
@@ -45,9 +45,7 @@ impl BulkPool {
                     }
                 })?;
         }
-        Ok(BulkPool {
-            tasks: Mutex::new(tx),
-        })
+        Ok(BulkPool { tasks: tx })
     }
 
     /// Runs `f` on a bulk thread and waits for its result.
@@ -61,8 +59,6 @@ impl BulkPool {
             let _ = tx.send(f());
         });
         self.tasks
-            .lock()
-            .map_err(|_| "bulk threads unavailable".to_string())?
             .send(task)
             .map_err(|_| "bulk threads stopped".to_string())?;
         rx.await

@@ -777,6 +777,10 @@ async fn paging_meta_links_and_limits() {
         let r = s.get(&format!("{}&{q}", domains_path(&key))).await;
         assert_enf_error(&r, 400, "BadRequestError");
         assert_eq!(r.json()["message"], msg, "{q}");
+        // Credentials come first: an unknown key with the same bad parameter is a 403.
+        let unknown = domains_path("2b3c8f2e-8c1d-4f7e-9a0b-1c2d3e4f5a6b");
+        let r = s.get(&format!("{unknown}&{q}")).await;
+        assert_enf_error(&r, 403, "InvalidCredentials");
     }
     assert_eq!(
         s.get(&format!("{}&limit=200", domains_path(&key)))

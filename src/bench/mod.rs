@@ -515,11 +515,11 @@ fn run_in(
         src
     };
 
+    let list_path = |key: &str, page: u64| -> String {
+        format!("/1.0/domains?customerKey={key}&page={page}&limit=200")
+    };
     let list_source = |page: u64| -> Source {
-        let path = format!(
-            "/1.0/domains?customerKey={}&page={page}&limit=200",
-            world.list_key
-        );
+        let path = list_path(&world.list_key, page);
         Arc::new(move |_, _| Some(Req::get(path.clone())))
     };
     let want = |w: &str| opts.only.as_ref().is_none_or(|o| o.iter().any(|x| x == w));
@@ -670,9 +670,7 @@ fn run_in(
             let key = world.list_key.clone();
             Arc::new(move |w, n| {
                 let page = first + (n * conns as u64 + w as u64) % span;
-                Some(Req::get(format!(
-                    "/1.0/domains?customerKey={key}&page={page}&limit=200"
-                )))
+                Some(Req::get(list_path(&key, page)))
             })
         };
         let shallow = m.measure(

@@ -242,12 +242,7 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
         Ok(p) => p,
         Err(bad) => {
             // Credentials are checked before the parameters (403 before 400).
-            let k = key.clone();
-            let org = state
-                .store
-                .read_short(move |conn| resolve_customer_key(conn, &k))
-                .await?;
-            org.ok_or(EnfError::InvalidCredentials)?;
+            organization(state, ctx).await?;
             admit(state, &key, 0)?;
             return Err(bad);
         }
