@@ -1,6 +1,7 @@
--- Parasol's whole SQLite schema (schema version 1).
--- Applied once to a new database by src/store/migrate.rs; later versions append migrations
--- rather than editing what has shipped. Timestamps are integer seconds since the Unix epoch (UTC).
+-- Parasol's whole SQLite schema, as of schema version 2.
+-- src/store/migrate.rs applies it to a new database; a database of an earlier version is brought
+-- here by the scripts in src/store/upgrades/ instead (each shipped version's schema is kept there
+-- for the upgrade tests). Timestamps are integer seconds since the Unix epoch (UTC).
 
 -- ---------------------------------------------------------------- tenants
 
@@ -114,24 +115,20 @@ CREATE TABLE domain_superbuckets (
     PRIMARY KEY (organization_id, bucket)
 ) WITHOUT ROWID;
 
--- One row per accepted POST /1.0/events request.
+-- One row per accepted POST /1.0/events request, holding all its events: a request is stored and
+-- deleted whole, and a 1 MiB batch is one record instead of thousands of rows. The three arrays
+-- have one element per event, in the order sent (`SELECT value FROM json_each(events)`).
 CREATE TABLE event_batches (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              INTEGER PRIMARY KEY,
     organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
     uuid            TEXT NOT NULL,       -- the id returned in the 202 body, hyphenated form
-    received_at     INTEGER NOT NULL
+    received_at     INTEGER NOT NULL,
+    event_count     INTEGER NOT NULL CHECK (event_count > 0),
+    domains         TEXT NOT NULL,       -- JSON array: each event's normalised dstDomain
+    listed          TEXT NOT NULL,       -- JSON array: 1 if the acceptance checks listed it, else 0
+    events          TEXT NOT NULL        -- JSON array: the events as sent, unknown fields included
 );
 CREATE INDEX event_batches_org ON event_batches(organization_id);
-
--- The events of a batch, clustered by batch so that deleting an organization is range deletes.
-CREATE TABLE events (
-    batch_id INTEGER NOT NULL REFERENCES event_batches(id) ON DELETE CASCADE,
-    idx      INTEGER NOT NULL,           -- position in the request's array (0 for a single event)
-    domain   TEXT NOT NULL,              -- normalised dstDomain
-    listed   INTEGER NOT NULL,           -- 1 if the acceptance checks put the domain on the list
-    body     TEXT NOT NULL,              -- the event as sent (JSON), unknown fields included
-    PRIMARY KEY (batch_id, idx)
-) WITHOUT ROWID;
 
 -- The customer's allow list: wins over the domain list at enforcement time.
 CREATE TABLE allow_list (

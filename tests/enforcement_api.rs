@@ -110,7 +110,7 @@ async fn alternative_spellings_and_unknown_fields() {
     let body: String = s
         .db()
         .query_row(
-            "SELECT body FROM events JOIN event_batches b ON b.id = batch_id WHERE b.organization_id = ?1",
+            "SELECT events ->> '$[0]' FROM event_batches WHERE organization_id = ?1",
             [org],
             |r| r.get(0),
         )
@@ -608,6 +608,36 @@ async fn acceptance_checks_follow_the_reputation_files() {
         event_count(&s, org),
         cases.len() as i64,
         "every event is stored, listed or not"
+    );
+
+    // One request with all of them: its row records each event, its name and the checks'
+    // verdict, in the order sent.
+    let batch: Vec<Value> = cases.iter().map(|(d, b, _)| send(d, *b)).collect();
+    let r = s.post_json(&events_path(&key), &json!(batch)).await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    let (count, domains, verdicts, events): (i64, String, String, String) = s
+        .db()
+        .query_row(
+            "SELECT event_count, domains, listed, events FROM event_batches
+             WHERE organization_id = ?1 ORDER BY id DESC LIMIT 1",
+            [org],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    assert_eq!(count, cases.len() as i64);
+    let names: Vec<&str> = cases.iter().map(|c| c.0).collect();
+    assert_eq!(
+        serde_json::from_str::<Vec<String>>(&domains).unwrap(),
+        names
+    );
+    let expected: Vec<u8> = cases.iter().map(|c| u8::from(c.2)).collect();
+    assert_eq!(
+        serde_json::from_str::<Vec<u8>>(&verdicts).unwrap(),
+        expected
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(&events).unwrap(),
+        json!(batch)
     );
 }
 

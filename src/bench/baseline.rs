@@ -62,9 +62,13 @@ pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
     })
 }
 
-/// Storage ceiling: inserts `batches` transactions of `batch_events` rows, each an event row (the
-/// same body text the benchmark sends) and a new domain in a UNIQUE-indexed table, into a fresh
-/// database with WAL and synchronous=FULL. Returns rows per second.
+/// Storage ceiling: a plain loop that stores what the server stores for an all-new batch, into
+/// tables shaped as the server's (`schema.sql`: the same columns and indexes), in a fresh database
+/// with WAL and synchronous=FULL: per transaction one request's row (the JSON arrays of
+/// `batch_events` event bodies, the same text the benchmark sends, their names and verdicts) and
+/// `batch_events` new domain rows. What it leaves out is the server's own work: HTTP, parsing,
+/// the acceptance checks, looking each name up first and the paging counts. Returns events per
+/// second.
 pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f64, String> {
     let path = dir.join("ceiling.db");
     let conn = rusqlite::Connection::open(&path).map_err(|e| e.to_string())?;
@@ -74,41 +78,71 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(err)?;
     conn.execute_batch(
-        "CREATE TABLE events (batch INTEGER NOT NULL, idx INTEGER NOT NULL, domain TEXT NOT NULL,
-             body TEXT NOT NULL, PRIMARY KEY (batch, idx)) WITHOUT ROWID;
-         CREATE TABLE domains (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE,
-             last_seen_at INTEGER NOT NULL);",
+        "CREATE TABLE event_batches (id INTEGER PRIMARY KEY, organization_id INTEGER NOT NULL,
+             uuid TEXT NOT NULL, received_at INTEGER NOT NULL, event_count INTEGER NOT NULL,
+             domains TEXT NOT NULL, listed TEXT NOT NULL, events TEXT NOT NULL);
+         CREATE INDEX event_batches_org ON event_batches(organization_id);
+         CREATE TABLE domains (id INTEGER PRIMARY KEY AUTOINCREMENT,
+             organization_id INTEGER NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL,
+             created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL,
+             UNIQUE (organization_id, name));
+         CREATE UNIQUE INDEX domains_org_seq ON domains(organization_id, seq);",
     )
     .map_err(err)?;
     // The rows are made before the clock starts, as the server gets them already parsed.
-    let rows: Vec<(String, String)> = (0..batches * batch_events)
-        .map(|n| {
-            let d = super::data::domain(9, n);
-            let body = super::data::event_json(&d, n);
-            (d, body)
+    let requests: Vec<(Vec<String>, [String; 4])> = (0..batches)
+        .map(|b| {
+            let names: Vec<String> = (b * batch_events..(b + 1) * batch_events)
+                .map(|n| super::data::domain(9, n))
+                .collect();
+            let bodies: Vec<String> = (b * batch_events..(b + 1) * batch_events)
+                .zip(&names)
+                .map(|(n, d)| super::data::event_json(d, n))
+                .collect();
+            let texts = [
+                uuid::Uuid::new_v4().to_string(),
+                serde_json::to_string(&names).unwrap_or_default(),
+                format!("[{}]", vec!["1"; names.len()].join(",")),
+                format!("[{}]", bodies.join(",")),
+            ];
+            (names, texts)
         })
         .collect();
+    let now = crate::timefmt::now();
+    let mut seq = 0i64;
     let start = Instant::now();
-    for (b, chunk) in rows.chunks(batch_events as usize).enumerate() {
+    for (names, [uuid, names_json, listed_json, events_json]) in &requests {
         let tx = conn.unchecked_transaction().map_err(err)?;
         {
-            let mut ev = tx
+            tx.prepare_cached(
+                "INSERT INTO event_batches (organization_id, uuid, received_at, event_count,
+                     domains, listed, events) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .map_err(err)?
+            .execute(rusqlite::params![
+                uuid,
+                now,
+                names.len() as i64,
+                names_json,
+                listed_json,
+                events_json
+            ])
+            .map_err(err)?;
+            let mut dom = tx
                 .prepare_cached(
-                    "INSERT INTO events (batch, idx, domain, body) VALUES (?1, ?2, ?3, ?4)",
+                    "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
+                     VALUES (1, ?1, ?2, ?3, ?3)",
                 )
                 .map_err(err)?;
-            let mut dom = tx
-                .prepare_cached("INSERT INTO domains (name, last_seen_at) VALUES (?1, 0)")
-                .map_err(err)?;
-            for (i, (d, body)) in chunk.iter().enumerate() {
-                ev.execute(rusqlite::params![b as i64, i as i64, d, body])
-                    .map_err(err)?;
-                dom.execute([d]).map_err(err)?;
+            for d in names {
+                seq += 1;
+                dom.execute(rusqlite::params![d, seq, now]).map_err(err)?;
             }
         }
         tx.commit().map_err(err)?;
     }
-    let rate = rows.len() as f64 / start.elapsed().as_secs_f64();
+    let rows = batches * batch_events;
+    let rate = rows as f64 / start.elapsed().as_secs_f64();
     drop(conn);
     for suffix in ["", "-wal", "-shm"] {
         let _ = std::fs::remove_file(dir.join(format!("ceiling.db{suffix}")));

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::store::domains::{self, PreparedEvent};
+use crate::store::domains::{self, PreparedBatch, PreparedEvent};
 use crate::store::tenants::{self, OrgFields, Parent, Scope};
 
 /// Largest batch body: the 1 MiB rule counts the request line and headers too.
@@ -114,7 +114,7 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
     let hot: Vec<PreparedEvent> = (0..HOT_DOMAINS)
         .map(|n| prepared(domain(SPACE_HOT, n), n))
         .collect();
-    domains::ingest(&tx, mixed.id, "preload-hot", now, &hot).map_err(e)?;
+    domains::ingest(&tx, mixed.id, "preload-hot", now, &PreparedBatch::new(hot)).map_err(e)?;
     tx.commit().map_err(|e| e.to_string())?;
 
     const CHUNK: u64 = 50_000;
@@ -125,7 +125,14 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
             .map(|i| prepared(domain(SPACE_LIST, i), i))
             .collect();
         let tx = conn.transaction().map_err(|e| e.to_string())?;
-        domains::ingest(&tx, list.id, &format!("preload-{done}"), now, &events).map_err(e)?;
+        domains::ingest(
+            &tx,
+            list.id,
+            &format!("preload-{done}"),
+            now,
+            &PreparedBatch::new(events),
+        )
+        .map_err(e)?;
         tx.commit().map_err(|e| e.to_string())?;
         done += n;
     }

@@ -467,8 +467,8 @@ fn run_in(
     .join()
     .map_err(|_| "storage ceiling panicked".to_string())??;
     rows.push(Row {
-        name: format!("rusqlite loop, {batch_events}-row tx, FULL+WAL"),
-        unit: "rows/s",
+        name: format!("rusqlite loop, tx of 1 request row + {batch_events} new domains, FULL+WAL"),
+        unit: "events/s",
         stats: None,
         rss: f64::NAN,
         target: format!("storage ceiling: {}", fmt_rate(ceiling)),

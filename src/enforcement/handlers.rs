@@ -10,7 +10,7 @@ use crate::error::EnfError;
 use crate::http::{is_json_content_type, json_response, no_content, query_encode, Body};
 use crate::router::EnfEndpoint;
 use crate::server::{AppState, RequestCtx};
-use crate::store::domains::{self, PreparedEvent};
+use crate::store::domains::{self, PreparedBatch, PreparedEvent};
 use crate::store::tenants::resolve_customer_key;
 use crate::store::StoreError;
 
@@ -123,14 +123,16 @@ async fn post_events(
     let reputation = state.reputation.get();
     let check = move |body: &[u8]| {
         validate_body(body).map(|events| {
-            events
-                .into_iter()
-                .map(|e| PreparedEvent {
-                    listed: reputation.accepts(&e.domain, e.disable_safeguards),
-                    domain: e.domain,
-                    body: e.body,
-                })
-                .collect::<Vec<_>>()
+            PreparedBatch::new(
+                events
+                    .into_iter()
+                    .map(|e| PreparedEvent {
+                        listed: reputation.accepts(&e.domain, e.disable_safeguards),
+                        domain: e.domain,
+                        body: e.body,
+                    })
+                    .collect(),
+            )
         })
     };
     // A large batch takes milliseconds to parse: off the runtime's threads and at a lower

@@ -29,7 +29,7 @@ const PARASOL_TABLES: &[&str] = &[
     "customer_keys",
     "api_credentials",
     "domains",
-    "events",
+    "event_batches",
 ];
 
 /// Sidecar files SQLite may keep beside a database.

@@ -70,6 +70,69 @@ pub struct PreparedEvent {
     pub body: String,
 }
 
+/// One request's events in the form they are stored: the row of `event_batches` (its three JSON
+/// arrays are built here, off the writer thread) and the names to list.
+#[derive(Debug, Clone)]
+pub struct PreparedBatch {
+    /// The normalised dstDomain of each event the acceptance checks listed, in the order sent.
+    listed: Vec<String>,
+    event_count: usize,
+    /// JSON array of the events as sent.
+    events_json: String,
+    /// JSON array of each event's normalised dstDomain.
+    domains_json: String,
+    /// JSON array of 1 (listed) or 0 per event.
+    listed_json: String,
+}
+
+impl PreparedBatch {
+    pub fn new(events: Vec<PreparedEvent>) -> PreparedBatch {
+        let body_bytes: usize = events.iter().map(|e| e.body.len() + 1).sum();
+        let mut events_json = String::with_capacity(body_bytes + 2);
+        let mut domains_json = String::with_capacity(events.len() * 24 + 2);
+        let mut listed_json = String::with_capacity(events.len() * 2 + 2);
+        let mut listed = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            let sep = if i == 0 { '[' } else { ',' };
+            events_json.push(sep);
+            events_json.push_str(&e.body);
+            domains_json.push(sep);
+            // A name is always representable as a JSON string.
+            domains_json.push_str(&serde_json::Value::from(e.domain.as_str()).to_string());
+            listed_json.push(sep);
+            listed_json.push(if e.listed { '1' } else { '0' });
+        }
+        for json in [&mut events_json, &mut domains_json, &mut listed_json] {
+            if json.is_empty() {
+                json.push('[');
+            }
+            json.push(']');
+        }
+        let event_count = events.len();
+        for e in events {
+            if e.listed {
+                listed.push(e.domain);
+            }
+        }
+        PreparedBatch {
+            listed,
+            event_count,
+            events_json,
+            domains_json,
+            listed_json,
+        }
+    }
+
+    /// Number of events in the request.
+    pub fn len(&self) -> usize {
+        self.event_count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.event_count == 0
+    }
+}
+
 /// One entry of the domain list as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -79,25 +142,31 @@ pub struct DomainEntry {
     pub last_seen_at: i64,
 }
 
-/// Stores one request's events for `org` and adds the listed domains (or refreshes their
-/// `lastSeenAt`). Runs inside the caller's transaction. Returns how many names were new to the
-/// list.
+/// Stores one request's events for `org` (one row, whatever the number of events) and adds the
+/// listed domains (or refreshes their `lastSeenAt`). Runs inside the caller's transaction.
+/// Returns how many names were new to the list.
 pub fn ingest(
     conn: &Connection,
     org: i64,
     batch_uuid: &str,
     now: i64,
-    events: &[PreparedEvent],
+    batch: &PreparedBatch,
 ) -> Result<u64> {
     conn.prepare_cached(
-        "INSERT INTO event_batches (organization_id, uuid, received_at) VALUES (?1, ?2, ?3)",
+        "INSERT INTO event_batches
+             (organization_id, uuid, received_at, event_count, domains, listed, events)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
-    .execute(params![org, batch_uuid, now])?;
-    let batch_id = conn.last_insert_rowid();
+    .execute(params![
+        org,
+        batch_uuid,
+        now,
+        batch.event_count as i64,
+        batch.domains_json,
+        batch.listed_json,
+        batch.events_json
+    ])?;
 
-    let mut insert_event = conn.prepare_cached(
-        "INSERT INTO events (batch_id, idx, domain, listed, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-    )?;
     // Each listed name is looked up first: most events name a domain already on the list, and
     // often one already seen this second, for which nothing is written. (An upsert with
     // RETURNING did the same in one statement but cost 4-5 times an event's insert, mostly for
@@ -116,17 +185,14 @@ pub fn ingest(
     let mut seq = start_seq;
     let mut bucket_adds: BTreeMap<i64, i64> = BTreeMap::new();
 
-    for (idx, e) in events.iter().enumerate() {
-        insert_event.execute(params![batch_id, idx as i64, e.domain, e.listed, e.body])?;
-    }
     // Each listed name once, in the order of its first event: a batch that names a domain many
     // times costs one statement for it (new entries still get their positions, and ids, in the
     // order the client sent them).
     let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    let names = events
+    let names = batch
+        .listed
         .iter()
-        .filter(|e| e.listed)
-        .map(|e| e.domain.as_str())
+        .map(String::as_str)
         .filter(|d| seen.insert(d));
     for name in names {
         let listed: Option<(i64, i64)> = find
@@ -282,8 +348,7 @@ pub fn all_names(conn: &Connection, org: i64) -> Result<Vec<String>> {
 /// Number of stored events of the organization (tests and operators).
 pub fn event_count(conn: &Connection, org: i64) -> Result<i64> {
     Ok(conn.query_row(
-        "SELECT count(*) FROM events JOIN event_batches b ON b.id = events.batch_id
-         WHERE b.organization_id = ?1",
+        "SELECT coalesce(sum(event_count), 0) FROM event_batches WHERE organization_id = ?1",
         params![org],
         |r| r.get(0),
     )?)
@@ -319,7 +384,7 @@ mod tests {
     fn pages_match_a_plain_scan_after_deletes() {
         let (c, org) = db();
         let names: Vec<PreparedEvent> = (0..5000).map(|i| ev(&format!("d{i}.example"))).collect();
-        ingest(&c, org, "b", 1, &names).unwrap();
+        ingest(&c, org, "b", 1, &PreparedBatch::new(names)).unwrap();
         // Punch holes, including a whole bucket.
         for id in (1..=5000).filter(|i| i % 7 == 0 || (1100..2200).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
@@ -383,7 +448,7 @@ mod tests {
         )
         .unwrap();
         let names: Vec<PreparedEvent> = (0..3000).map(|i| ev(&format!("s{i}.example"))).collect();
-        ingest(&c, org, "b", 1, &names).unwrap();
+        ingest(&c, org, "b", 1, &PreparedBatch::new(names)).unwrap();
         for id in (1..=3000).filter(|i| i % 5 == 0 || (400..1500).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
         }
@@ -411,8 +476,15 @@ mod tests {
     #[test]
     fn repeated_name_keeps_id_and_refreshes_last_seen() {
         let (c, org) = db();
-        ingest(&c, org, "a", 10, &[ev("x.example")]).unwrap();
-        ingest(&c, org, "b", 20, &[ev("x.example"), ev("x.example")]).unwrap();
+        ingest(&c, org, "a", 10, &PreparedBatch::new(vec![ev("x.example")])).unwrap();
+        ingest(
+            &c,
+            org,
+            "b",
+            20,
+            &PreparedBatch::new(vec![ev("x.example"), ev("x.example")]),
+        )
+        .unwrap();
         let (entries, _) = list_page(&c, org, 1, 200).unwrap();
         assert_eq!(entries.len(), 1);
         assert_eq!(entries[0].last_seen_at, 20);

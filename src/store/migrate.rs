@@ -1,15 +1,19 @@
-//! Forward-only schema migrations keyed on `PRAGMA user_version`. Migration 1 is `schema.sql`;
-//! later versions are appended to `MIGRATIONS` and never edited once released.
+//! Forward-only schema migrations keyed on `PRAGMA user_version`. A new database gets
+//! `schema.sql`, the current schema, whole; a database of an earlier version runs the upgrade
+//! scripts from its version on. Upgrades are appended and never edited once released.
 
 use rusqlite::Connection;
 
 use super::{Result, StoreError};
 
-/// Each entry brings the database from version `index` to `index + 1`.
-const MIGRATIONS: &[&str] = &[include_str!("../../schema.sql")];
+/// The current schema, for a new database.
+const SCHEMA: &str = include_str!("../../schema.sql");
+
+/// Entry `i` brings a database from version `i + 1` to `i + 2`.
+const UPGRADES: &[&str] = &[include_str!("upgrades/2-events-per-request.sql")];
 
 /// The schema version this binary writes.
-pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+pub const SCHEMA_VERSION: i64 = UPGRADES.len() as i64 + 1;
 
 /// Applies the missing migrations in one transaction; refuses a database from a newer binary.
 pub fn migrate(conn: &mut Connection) -> Result<()> {
@@ -26,10 +30,16 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
     // Re-read under the lock: another process may have migrated meanwhile.
     let found: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found.max(0) as usize) {
-        tx.execute_batch(sql)?;
-        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-        log::info!("database migrated to schema version {}", i + 1);
+    if found <= 0 {
+        tx.execute_batch(SCHEMA)?;
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        log::info!("database created with schema version {SCHEMA_VERSION}");
+    } else {
+        for (i, sql) in UPGRADES.iter().enumerate().skip(found as usize - 1) {
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", i as i64 + 2)?;
+            log::info!("database upgraded to schema version {}", i + 2);
+        }
     }
     tx.commit()?;
     Ok(())
@@ -76,5 +86,137 @@ mod tests {
             }
             other => panic!("expected NewerSchema, got {other:?}"),
         }
+    }
+
+    /// Every table's columns, indexes and foreign keys: two databases of the same schema give
+    /// the same list, however their CREATE statements were worded.
+    fn shape(c: &Connection) -> Vec<String> {
+        let strings = |sql: &str, arg: &str| -> Vec<String> {
+            let mut st = c.prepare(sql).unwrap();
+            let n = st.column_count();
+            st.query_map([arg], |r| {
+                (0..n)
+                    .map(|i| {
+                        r.get::<_, rusqlite::types::Value>(i)
+                            .map(|v| format!("{v:?}"))
+                    })
+                    .collect::<rusqlite::Result<Vec<_>>>()
+                    .map(|v| v.join(" "))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .unwrap()
+        };
+        let mut out = Vec::new();
+        let tables = strings(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != ?1 ORDER BY name",
+            "",
+        );
+        for t in tables {
+            let t = t.trim_start_matches("Text(\"").trim_end_matches("\")");
+            for sql in [
+                "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1)",
+                "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?1) ORDER BY name",
+                "SELECT \"table\", \"from\", \"to\", on_delete FROM pragma_foreign_key_list(?1)",
+            ] {
+                out.extend(strings(sql, t).into_iter().map(|row| format!("{t}: {row}")));
+            }
+            let indexes = strings(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 ORDER BY name",
+                t,
+            );
+            for i in indexes {
+                let i = i.trim_start_matches("Text(\"").trim_end_matches("\")");
+                out.extend(
+                    strings("SELECT seqno, name FROM pragma_index_info(?1)", i)
+                        .into_iter()
+                        .map(|row| format!("{t}/{i}: {row}")),
+                );
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn version_1_database_is_upgraded_with_its_events() {
+        let mut c = Connection::open_in_memory().unwrap();
+        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        c.execute_batch(include_str!("upgrades/schema-1.sql"))
+            .unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute_batch(
+            r#"INSERT INTO organizations (id, name, created_at, modified_at) VALUES (7, 'o', 0, 0);
+               INSERT INTO event_batches (id, organization_id, uuid, received_at)
+                   VALUES (1, 7, 'u1', 100), (2, 7, 'u2', 200);
+               INSERT INTO events (batch_id, idx, domain, listed, body) VALUES
+                   (1, 1, 'b.example', 0, '{"dstDomain":"b.example"}'),
+                   (1, 0, 'a.example', 1, '{"dstDomain":"a.example","x":[1,"é"]}'),
+                   (2, 0, 'c.example', 1, '{"dstDomain":"c.example"}');"#,
+        )
+        .unwrap();
+
+        migrate(&mut c).unwrap();
+
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let rows: Vec<(i64, String, i64, i64, String, String, String)> = c
+            .prepare(
+                "SELECT id, uuid, received_at, event_count, domains, listed, events
+                 FROM event_batches ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                    r.get(6)?,
+                ))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![
+                (
+                    1,
+                    "u1".into(),
+                    100,
+                    2,
+                    r#"["a.example","b.example"]"#.into(),
+                    "[1,0]".into(),
+                    r#"[{"dstDomain":"a.example","x":[1,"é"]},{"dstDomain":"b.example"}]"#.into()
+                ),
+                (
+                    2,
+                    "u2".into(),
+                    200,
+                    1,
+                    r#"["c.example"]"#.into(),
+                    "[1]".into(),
+                    r#"[{"dstDomain":"c.example"}]"#.into()
+                ),
+            ]
+        );
+        assert_eq!(crate::store::domains::event_count(&c, 7).unwrap(), 3);
+        let fk: i64 = c
+            .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(fk, 0);
+
+        // The upgraded database has exactly the schema of a new one.
+        let mut fresh = Connection::open_in_memory().unwrap();
+        migrate(&mut fresh).unwrap();
+        let (upgraded, new) = (shape(&c), shape(&fresh));
+        assert!(new.iter().any(|l| l.starts_with("event_batches: ")));
+        assert_eq!(upgraded, new);
     }
 }
