@@ -111,28 +111,20 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
         now,
     )
     .map_err(e)?;
-    let hot: Vec<PreparedEvent> = (0..HOT_DOMAINS)
-        .map(|n| prepared(domain(SPACE_HOT, n), n))
-        .collect();
-    domains::ingest(&tx, mixed.id, "preload-hot", now, &PreparedBatch::new(hot)).map_err(e)?;
+    let hot = prepared((0..HOT_DOMAINS).map(|n| domain(SPACE_HOT, n)).collect(), 0);
+    domains::ingest(&tx, mixed.id, "preload-hot", now, &hot).map_err(e)?;
     tx.commit().map_err(|e| e.to_string())?;
 
     const CHUNK: u64 = 50_000;
     let mut done = 0;
     while done < list_domains {
         let n = CHUNK.min(list_domains - done);
-        let events: Vec<PreparedEvent> = (done..done + n)
-            .map(|i| prepared(domain(SPACE_LIST, i), i))
-            .collect();
+        let events = prepared(
+            (done..done + n).map(|i| domain(SPACE_LIST, i)).collect(),
+            done,
+        );
         let tx = conn.transaction().map_err(|e| e.to_string())?;
-        domains::ingest(
-            &tx,
-            list.id,
-            &format!("preload-{done}"),
-            now,
-            &PreparedBatch::new(events),
-        )
-        .map_err(e)?;
+        domains::ingest(&tx, list.id, &format!("preload-{done}"), now, &events).map_err(e)?;
         tx.commit().map_err(|e| e.to_string())?;
         done += n;
     }
@@ -150,12 +142,20 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
     })
 }
 
-fn prepared(name: String, n: u64) -> PreparedEvent {
-    PreparedEvent {
-        body: event_json(&name, n),
-        domain: name,
-        listed: true,
-    }
+/// The batch of benchmark events numbered `first..`, one for each name, all listed.
+fn prepared(names: Vec<String>, first: u64) -> PreparedBatch {
+    let bodies: Vec<String> = (first..)
+        .zip(&names)
+        .map(|(n, name)| event_json(name, n))
+        .collect();
+    let events = names
+        .into_iter()
+        .map(|domain| PreparedEvent {
+            domain,
+            listed: true,
+        })
+        .collect();
+    PreparedBatch::new(events, format!("[{}]", bodies.join(",")))
 }
 
 /// Writes a reputation file of `lines` entries with scores -1, 0 and 1 (one in three is known

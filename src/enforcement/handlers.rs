@@ -15,7 +15,7 @@ use crate::store::tenants::resolve_customer_key;
 use crate::store::StoreError;
 
 use super::domain::normalize;
-use super::event::{validate_body, EventsError};
+use super::event::{events_text, validate_body, EventsError};
 use super::page_cache::CachedPage;
 
 /// Default and largest page size of GET /1.0/domains.
@@ -129,9 +129,9 @@ async fn post_events(
                     .map(|e| PreparedEvent {
                         listed: reputation.accepts(&e.domain, e.disable_safeguards),
                         domain: e.domain,
-                        body: e.body,
                     })
                     .collect(),
+                events_text(body),
             )
         })
     };

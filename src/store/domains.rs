@@ -66,16 +66,14 @@ pub struct PreparedEvent {
     pub domain: String,
     /// Whether the acceptance checks put the domain on the list.
     pub listed: bool,
-    /// The event as sent, as JSON text.
-    pub body: String,
 }
 
-/// One request's events in the form they are stored: the row of `event_batches` (its three JSON
+/// One request's events in the form they are stored: the row of `event_batches` (its JSON
 /// arrays are built here, off the writer thread) and the names to list.
 #[derive(Debug, Clone)]
 pub struct PreparedBatch {
-    /// The normalised dstDomain of each event the acceptance checks listed, in the order sent.
-    listed: Vec<String>,
+    /// Each name the acceptance checks listed, once, in the order of its first event.
+    to_list: Vec<String>,
     event_count: usize,
     /// JSON array of the events as sent.
     events_json: String,
@@ -86,36 +84,34 @@ pub struct PreparedBatch {
 }
 
 impl PreparedBatch {
-    pub fn new(events: Vec<PreparedEvent>) -> PreparedBatch {
-        let body_bytes: usize = events.iter().map(|e| e.body.len() + 1).sum();
-        let mut events_json = String::with_capacity(body_bytes + 2);
+    /// `events_json` is the JSON array of the events as sent, one element per entry of `events`.
+    pub fn new(events: Vec<PreparedEvent>, events_json: String) -> PreparedBatch {
         let mut domains_json = String::with_capacity(events.len() * 24 + 2);
         let mut listed_json = String::with_capacity(events.len() * 2 + 2);
-        let mut listed = Vec::new();
         for (i, e) in events.iter().enumerate() {
             let sep = if i == 0 { '[' } else { ',' };
-            events_json.push(sep);
-            events_json.push_str(&e.body);
             domains_json.push(sep);
             // A name is always representable as a JSON string.
             domains_json.push_str(&serde_json::Value::from(e.domain.as_str()).to_string());
             listed_json.push(sep);
             listed_json.push(if e.listed { '1' } else { '0' });
         }
-        for json in [&mut events_json, &mut domains_json, &mut listed_json] {
+        for json in [&mut domains_json, &mut listed_json] {
             if json.is_empty() {
                 json.push('[');
             }
             json.push(']');
         }
         let event_count = events.len();
-        for e in events {
-            if e.listed {
-                listed.push(e.domain);
-            }
-        }
+        // A batch that names a domain many times costs the writer one look-up for it.
+        let mut seen = std::collections::HashSet::new();
+        let to_list = events
+            .into_iter()
+            .filter(|e| e.listed && seen.insert(e.domain.clone()))
+            .map(|e| e.domain)
+            .collect();
         PreparedBatch {
-            listed,
+            to_list,
             event_count,
             events_json,
             domains_json,
@@ -185,16 +181,9 @@ pub fn ingest(
     let mut seq = start_seq;
     let mut bucket_adds: BTreeMap<i64, i64> = BTreeMap::new();
 
-    // Each listed name once, in the order of its first event: a batch that names a domain many
-    // times costs one statement for it (new entries still get their positions, and ids, in the
-    // order the client sent them).
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    let names = batch
-        .listed
-        .iter()
-        .map(String::as_str)
-        .filter(|d| seen.insert(d));
-    for name in names {
+    // Each listed name once, in the order of its first event (new entries get their positions,
+    // and ids, in the order the client sent them).
+    for name in &batch.to_list {
         let listed: Option<(i64, i64)> = find
             .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
@@ -376,15 +365,20 @@ mod tests {
         PreparedEvent {
             domain: name.into(),
             listed: true,
-            body: "{}".into(),
         }
+    }
+
+    /// The events with a `{}` body each.
+    fn batch(events: Vec<PreparedEvent>) -> PreparedBatch {
+        let json = format!("[{}]", vec!["{}"; events.len()].join(","));
+        PreparedBatch::new(events, json)
     }
 
     #[test]
     fn pages_match_a_plain_scan_after_deletes() {
         let (c, org) = db();
         let names: Vec<PreparedEvent> = (0..5000).map(|i| ev(&format!("d{i}.example"))).collect();
-        ingest(&c, org, "b", 1, &PreparedBatch::new(names)).unwrap();
+        ingest(&c, org, "b", 1, &batch(names)).unwrap();
         // Punch holes, including a whole bucket.
         for id in (1..=5000).filter(|i| i % 7 == 0 || (1100..2200).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
@@ -448,7 +442,7 @@ mod tests {
         )
         .unwrap();
         let names: Vec<PreparedEvent> = (0..3000).map(|i| ev(&format!("s{i}.example"))).collect();
-        ingest(&c, org, "b", 1, &PreparedBatch::new(names)).unwrap();
+        ingest(&c, org, "b", 1, &batch(names)).unwrap();
         for id in (1..=3000).filter(|i| i % 5 == 0 || (400..1500).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
         }
@@ -476,13 +470,13 @@ mod tests {
     #[test]
     fn repeated_name_keeps_id_and_refreshes_last_seen() {
         let (c, org) = db();
-        ingest(&c, org, "a", 10, &PreparedBatch::new(vec![ev("x.example")])).unwrap();
+        ingest(&c, org, "a", 10, &batch(vec![ev("x.example")])).unwrap();
         ingest(
             &c,
             org,
             "b",
             20,
-            &PreparedBatch::new(vec![ev("x.example"), ev("x.example")]),
+            &batch(vec![ev("x.example"), ev("x.example")]),
         )
         .unwrap();
         let (entries, _) = list_page(&c, org, 1, 200).unwrap();
