@@ -223,6 +223,26 @@ impl Drop for ChildProc {
     }
 }
 
+/// CPU time (user and system) the process has used so far, in seconds.
+fn proc_cpu_secs(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
+    let utime: u64 = fields.nth(11)?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
+}
+
+/// Server CPU microseconds per unit of a workload, from two `proc_cpu_secs` readings.
+fn cpu_per_unit(before: Option<f64>, after: Option<f64>, units: u64) -> f64 {
+    match (before, after) {
+        (Some(b), Some(a)) if units > 0 => (a - b) * 1e6 / units as f64,
+        _ => f64::NAN,
+    }
+}
+
 fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = text.lines().find(|l| l.starts_with(field))?;
@@ -240,6 +260,9 @@ struct Row {
     unit: &'static str,
     stats: Option<Stats>,
     rss: f64,
+    /// The server's CPU time per unit (event or request), microseconds: a steadier measure than
+    /// the rate on a machine whose speed drifts.
+    cpu_us: f64,
     /// Target and verdict text.
     target: String,
 }
@@ -251,7 +274,17 @@ impl Row {
             unit,
             stats: Some(stats.clone()),
             rss,
+            cpu_us: f64::NAN,
             target: String::new(),
+        }
+    }
+
+    /// Units of the row's workload: events for events/s rows, otherwise requests.
+    fn units(&self) -> u64 {
+        match &self.stats {
+            Some(s) if self.unit == "events/s" => s.units,
+            Some(s) => s.ok,
+            None => 0,
         }
     }
 }
@@ -325,16 +358,20 @@ impl Measure<'_> {
     ) -> Stats {
         note(&name);
         self.server.reset_peak();
+        let cpu = proc_cpu_secs(self.server.pid());
         let s = self
             .runtime
             .block_on(load::run(self.target, conns, duration, pace, source));
+        let cpu_after = proc_cpu_secs(self.server.pid());
         let rss = self.server.peak_rss_mib();
         self.peak = self.peak.max(rss);
         if let Some(e) = &s.first_error {
             self.notes
                 .push(format!("{name}: {} errors; first: {e}", s.errors));
         }
-        self.rows.push(Row::new(name, unit, &s, rss));
+        let mut row = Row::new(name, unit, &s, rss);
+        row.cpu_us = cpu_per_unit(cpu, cpu_after, row.units());
+        self.rows.push(row);
         s
     }
 }
@@ -429,6 +466,7 @@ fn run_in(
     ];
     let (hello, _) = ChildProc::spawn(bin, &hello_args, server_cpu, "ready ", true)?;
     let hello_target = Target::new(hello.addr, &cert)?;
+    let hello_cpu = proc_cpu_secs(hello.pid());
     let hello_stats = runtime.block_on(load::run(
         &hello_target,
         conns,
@@ -444,6 +482,7 @@ fn run_in(
         }),
     ));
     let hello_rss = hello.peak_rss_mib();
+    let hello_cpu_after = proc_cpu_secs(hello.pid());
     hello.stop().ok();
     let hello_rate = hello_stats.req_rate();
     let mut r = Row::new(
@@ -453,6 +492,7 @@ fn run_in(
         hello_rss,
     );
     r.target = "HTTP ceiling".into();
+    r.cpu_us = cpu_per_unit(hello_cpu, hello_cpu_after, hello_stats.ok);
     rows.push(r);
 
     note("baseline: plain rusqlite inserts");
@@ -471,6 +511,7 @@ fn run_in(
         unit: "events/s",
         stats: None,
         rss: f64::NAN,
+        cpu_us: f64::NAN,
         target: format!("storage ceiling: {}", fmt_rate(ceiling)),
     });
 
@@ -901,9 +942,9 @@ fn run_in(
     );
     println!();
     println!(
-        "| workload | rate | unit | p50 ms | p99 ms | max ms | errors | peak RSS MiB | target |"
+        "| workload | rate | unit | p50 ms | p99 ms | max ms | errors | server CPU us per unit | peak RSS MiB | target |"
     );
-    println!("|---|---:|---|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---|");
     for r in &rows {
         match &r.stats {
             Some(s) => {
@@ -912,8 +953,13 @@ fn run_in(
                 } else {
                     s.req_rate()
                 };
+                let cpu = if r.cpu_us.is_nan() {
+                    String::new()
+                } else {
+                    format!("{:.1}", r.cpu_us)
+                };
                 println!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
                     r.name,
                     fmt_rate(rate),
                     r.unit,
@@ -921,28 +967,29 @@ fn run_in(
                     fmt_ms(s.pct_ms(0.99)),
                     fmt_ms(s.max_ms()),
                     s.errors,
+                    cpu,
                     r.rss,
                     r.target
                 );
             }
-            None => println!("| {} | | {} | | | | | | {} |", r.name, r.unit, r.target),
+            None => println!("| {} | | {} | | | | | | | {} |", r.name, r.unit, r.target),
         }
     }
     let per_row = preload_bytes as f64 / opts.domains.max(1) as f64;
     let per_event = per_event.map_or("-".to_string(), |b| format!("{b:.0}"));
     println!(
-        "| peak RSS of the server, enforcement workloads, {} domains | | | | | | | {:.0} | < 100 MiB: {} |",
+        "| peak RSS of the server, enforcement workloads, {} domains | | | | | | | | {:.0} | < 100 MiB: {} |",
         opts.domains,
         peak_enforcement,
         verdict(peak_enforcement < 100.0)
     );
     println!(
-        "| peak RSS of the server, management included (argon2: 19 MiB a hash) | | | | | | | {:.0} | < 100 MiB: {} |",
+        "| peak RSS of the server, management included (argon2: 19 MiB a hash) | | | | | | | | {:.0} | < 100 MiB: {} |",
         peak_overall,
         verdict(peak_overall < 100.0)
     );
     println!(
-        "| start-up, {} domains + {}-line reputation file (median of 3) | {:.3} s | | | | | | {:.0} | < 1 s: {} |",
+        "| start-up, {} domains + {}-line reputation file (median of 3) | {:.3} s | | | | | | | {:.0} | < 1 s: {} |",
         opts.domains,
         opts.reputation_lines,
         startup,
@@ -950,14 +997,14 @@ fn run_in(
         verdict(startup < 1.0)
     );
     println!(
-        "| first start-up (after pre-load) | {:.3} s | | | | | | | |",
+        "| first start-up (after pre-load) | {:.3} s | | | | | | | | |",
         first_start.as_secs_f64()
     );
     println!(
-        "| database size | {per_row:.0} B per listed domain with its event (pre-load); {per_event} B per new domain + event (ingest) | | | | | | | |"
+        "| database size | {per_row:.0} B per listed domain with its event (pre-load); {per_event} B per new domain + event (ingest) | | | | | | | | |"
     );
     println!(
-        "| binary size | {:.1} MiB | | | | | | | |",
+        "| binary size | {:.1} MiB | | | | | | | | |",
         file_size(bin) as f64 / (1024.0 * 1024.0)
     );
     if !notes.is_empty() {
