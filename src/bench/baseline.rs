@@ -73,6 +73,8 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
     let path = dir.join("ceiling.db");
     let conn = rusqlite::Connection::open(&path).map_err(|e| e.to_string())?;
     let err = |e: rusqlite::Error| e.to_string();
+    conn.pragma_update(None, "page_size", crate::store::PAGE_SIZE)
+        .map_err(err)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(err)?;
     conn.pragma_update(None, "synchronous", "FULL")
