@@ -62,6 +62,33 @@ pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
     })
 }
 
+/// The disk's commit latency, the floor under a durable write's: for `duration`, appends of one
+/// page (`crate::store::PAGE_SIZE` bytes) to a file, each followed by fsync, as a WAL commit
+/// does. Every 202 of the server waits for at least one of these.
+pub fn fsync_latency(dir: &Path, duration: Duration) -> Result<super::load::Stats, String> {
+    use std::io::Write;
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).map_err(|e| format!("{path:?}: {e}"))?;
+    let page = vec![0x5au8; crate::store::PAGE_SIZE as usize];
+    let mut stats = super::load::Stats::default();
+    let start = Instant::now();
+    while start.elapsed() < duration {
+        let t = Instant::now();
+        f.write_all(&page)
+            .and_then(|()| f.sync_all())
+            .map_err(|e| format!("{path:?}: {e}"))?;
+        stats
+            .lat_us
+            .push(t.elapsed().as_micros().min(u32::MAX as u128) as u32);
+        stats.ok += 1;
+        stats.units += 1;
+    }
+    let elapsed = start.elapsed();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    Ok(stats.finish(elapsed))
+}
+
 /// Storage ceiling: a plain loop that stores what the server stores for an all-new batch, into
 /// tables shaped as the server's (`schema.sql`: the same columns and indexes), in a fresh database
 /// with WAL and synchronous=FULL: per transaction one request's row (the JSON arrays of

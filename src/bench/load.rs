@@ -84,7 +84,7 @@ impl Stats {
         }
     }
 
-    fn finish(mut self, elapsed: Duration) -> Stats {
+    pub(crate) fn finish(mut self, elapsed: Duration) -> Stats {
         self.lat_us.sort_unstable();
         self.elapsed = elapsed;
         self

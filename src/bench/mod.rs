@@ -515,6 +515,29 @@ fn run_in(
         target: format!("storage ceiling: {}", fmt_rate(ceiling)),
     });
 
+    note("baseline: append + fsync");
+    let fsync_dir = dir.to_path_buf();
+    let fsync_secs = secs.min(Duration::from_secs(2));
+    let fsync = std::thread::spawn(move || {
+        if let Some(cpu) = server_cpu {
+            pin_current_thread(cpu);
+        }
+        baseline::fsync_latency(&fsync_dir, fsync_secs)
+    })
+    .join()
+    .map_err(|_| "fsync probe panicked".to_string())??;
+    let mut r = Row::new(
+        format!(
+            "append {} KiB + fsync, one at a time",
+            crate::store::PAGE_SIZE / 1024
+        ),
+        "fsyncs/s",
+        &fsync,
+        f64::NAN,
+    );
+    r.target = "disk commit latency".into();
+    rows.push(r);
+
     // ---------------------------------------------------------------- the server
     note("starting parasol serve");
     let rep_arg = rep_file.to_str().ok_or("temp path is not UTF-8")?;
@@ -660,9 +683,10 @@ fn run_in(
         );
         if let Some(r) = m.rows.last_mut() {
             r.target = format!(
-                "p99 {} ms (< 20 ms): {}",
+                "p99 {} ms (< 20 ms): {}; disk fsync p99 {} ms",
                 fmt_ms(open.pct_ms(0.99)),
-                verdict(open.pct_ms(0.99) < 20.0)
+                verdict(open.pct_ms(0.99) < 20.0),
+                fmt_ms(fsync.pct_ms(0.99))
             );
         }
         // The same at half the maximum: how much of the tail is queueing near saturation.
@@ -953,13 +977,16 @@ fn run_in(
                 } else {
                     s.req_rate()
                 };
-                let cpu = if r.cpu_us.is_nan() {
-                    String::new()
-                } else {
-                    format!("{:.1}", r.cpu_us)
+                let blank_nan = |v: f64, digits: usize| {
+                    if v.is_nan() {
+                        String::new()
+                    } else {
+                        format!("{v:.digits$}")
+                    }
                 };
+                let (cpu, rss) = (blank_nan(r.cpu_us, 1), blank_nan(r.rss, 0));
                 println!(
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     r.name,
                     fmt_rate(rate),
                     r.unit,
@@ -968,7 +995,7 @@ fn run_in(
                     fmt_ms(s.max_ms()),
                     s.errors,
                     cpu,
-                    r.rss,
+                    rss,
                     r.target
                 );
             }

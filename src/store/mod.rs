@@ -485,9 +485,10 @@ fn writer_loop(
         }
         checkpointer.restart_if_wanted(&conn);
     }
+    let restarts = checkpointer.restart_summary();
     checkpointer.stop();
     log::info!(
-        "writer stopped: {} writes in {} transactions",
+        "writer stopped: {} writes in {} transactions; {restarts}",
         job_count.load(Ordering::Relaxed),
         commits.load(Ordering::Relaxed)
     );
@@ -621,6 +622,10 @@ struct CheckpointShared {
     running: Mutex<()>,
     /// Set when the WAL has grown past `WAL_RESTART_BYTES`.
     restart_wanted: std::sync::atomic::AtomicBool,
+    /// WAL restarts done by the writer, and the microseconds they held it (total, longest).
+    restarts: AtomicU64,
+    restart_us: AtomicU64,
+    restart_max_us: AtomicU64,
 }
 
 impl Checkpointer {
@@ -630,6 +635,9 @@ impl Checkpointer {
         let shared = Arc::new(CheckpointShared {
             running: Mutex::new(()),
             restart_wanted: std::sync::atomic::AtomicBool::new(false),
+            restarts: AtomicU64::new(0),
+            restart_us: AtomicU64::new(0),
+            restart_max_us: AtomicU64::new(0),
         });
         let state = shared.clone();
         let page_size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
@@ -697,6 +705,21 @@ impl Checkpointer {
         if took > SLOW_TRANSACTION {
             log::warn!("slow WAL restart: {} ms", took.as_millis());
         }
+        let us = took.as_micros() as u64;
+        self.shared.restarts.fetch_add(1, Ordering::Relaxed);
+        self.shared.restart_us.fetch_add(us, Ordering::Relaxed);
+        self.shared.restart_max_us.fetch_max(us, Ordering::Relaxed);
+    }
+
+    /// "N WAL restarts holding the writer X ms in all, Y ms at most", for the log.
+    fn restart_summary(&self) -> String {
+        let ms = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 / 1000.0;
+        format!(
+            "{} WAL restarts holding the writer {:.1} ms in all, {:.1} ms at most",
+            self.shared.restarts.load(Ordering::Relaxed),
+            ms(&self.shared.restart_us),
+            ms(&self.shared.restart_max_us)
+        )
     }
 
     fn stop(self) {
