@@ -252,7 +252,7 @@ impl TestServer {
             TlsSource::SelfSigned => Some(dir.path().join("tls/cert.pem")),
         };
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(parasol::server::run(config, listener, async move {
+        let mut task = tokio::spawn(parasol::server::run(config, listener, async move {
             let _ = rx.await;
         }));
         // The certificate exists once the server has started; wait for it before trusting it.
@@ -268,7 +268,11 @@ impl TestServer {
             }
         }
         let client = Client::new(addr, cert.as_deref());
-        client.wait_ready().await;
+        // A server that fails to start says why instead of leaving the wait to time out.
+        tokio::select! {
+            _ = client.wait_ready() => {}
+            ended = &mut task => panic!("the server stopped while starting: {ended:?}"),
+        }
         TestServer {
             client,
             dir,
