@@ -463,3 +463,74 @@ async fn configured_certificate_files_are_used() {
         .unwrap_err();
     assert!(err.contains("missing.pem"), "{err}");
 }
+
+/// A data directory written by the first release (schema version 1: one row per event) is
+/// upgraded when the server starts: its list and events stay, and new events are stored.
+#[tokio::test]
+async fn a_version_1_data_directory_is_upgraded_on_start() {
+    let dir = TempDir::new();
+    let key = "0b9c7a51-8f3e-4d6a-9c2b-5e1f7a3d8c40";
+    {
+        let c = rusqlite::Connection::open(dir.path().join("parasol.db")).unwrap();
+        c.execute_batch("PRAGMA journal_mode = WAL").unwrap();
+        c.execute_batch(include_str!("../src/store/upgrades/schema-1.sql"))
+            .unwrap();
+        c.pragma_update(None, "user_version", 1).unwrap();
+        c.execute_batch(&format!(
+            r#"INSERT INTO organizations (id, name, created_at, modified_at, domain_seq)
+                   VALUES (1, 'from v1', 0, 0, 1);
+               INSERT INTO customer_keys (key, organization_id, created_at) VALUES ('{key}', 1, 0);
+               INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+                   VALUES (1, 1, 'old.example', 1, 100, 100);
+               INSERT INTO domain_buckets VALUES (1, 0, 1);
+               INSERT INTO domain_superbuckets VALUES (1, 0, 1);
+               INSERT INTO event_batches (id, organization_id, uuid, received_at)
+                   VALUES (1, 1, 'u1', 100);
+               INSERT INTO events (batch_id, idx, domain, listed, body)
+                   VALUES (1, 0, 'old.example', 1, '{{"dstDomain":"old.example"}}');"#
+        ))
+        .unwrap();
+    }
+    let s = TestServer::start_in(dir, |_| {}).await;
+    let version: i64 = s
+        .db()
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, parasol::store::migrate::SCHEMA_VERSION);
+
+    let r = s
+        .post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &event("new.example"),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    let r = s.get(&format!("/1.0/domains?customerKey={key}")).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let names: Vec<(i64, String)> = r.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["id"].as_i64().unwrap(),
+                e["name"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        names,
+        vec![(1, "old.example".into()), (2, "new.example".into())]
+    );
+    assert_eq!(parasol::store::domains::event_count(&s.db(), 1).unwrap(), 2);
+    let old: String = s
+        .db()
+        .query_row(
+            "SELECT events FROM event_batches WHERE uuid = 'u1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(old, r#"[{"dstDomain":"old.example"}]"#);
+    s.stop().await;
+}
