@@ -242,6 +242,14 @@ impl TestServer {
 
     /// Starts on an existing data directory (restart tests).
     pub async fn start_in(dir: TempDir, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        // A stopped server has let go of the directory's lock, but a child process that another
+        // test forks at that moment holds a copy of the lock's descriptor until it execs: wait
+        // for the lock to be free rather than see the new server refuse the directory.
+        let deadline = std::time::Instant::now() + WAIT;
+        while let Err(e) = parasol::datadir::lock(dir.path()) {
+            assert!(std::time::Instant::now() < deadline, "{e}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let mut config = ServerConfig::new(dir.path());
