@@ -225,9 +225,9 @@ fn validate_event(
 
 /// The fast path for what clients send nearly always: events whose fields all use the canonical
 /// spelling and the right types and pass every check. Such a body is read in one pass straight
-/// into typed fields (no JSON tree, no map and no copy of the text per event). Any doubt (an alternative spelling, a wrong type, a failed check, anything unusual) answers `None`
-/// and the general validator decides, with its error messages. Both accept exactly the same
-/// bodies.
+/// into typed fields (no JSON tree, no map and no copy of the text per event). Any doubt (an
+/// alternative spelling, a wrong type, a failed check, anything unusual) answers `None` and the
+/// general validator decides, with its error messages. Both accept exactly the same bodies.
 mod fast {
     use std::borrow::Cow;
 
