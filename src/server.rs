@@ -75,7 +75,7 @@ pub struct RequestCtx {
     pub method: Method,
     pub query: Query,
     pub headers: HeaderMap,
-    /// Request id (the management interface's `txId`).
+    /// Request id (the management interface's `txId`); empty for the enforcement interface.
     pub tx_id: String,
 }
 
@@ -365,9 +365,14 @@ async fn handle(
     req: Request<Incoming>,
     linger: Arc<AtomicBool>,
 ) -> Response<Body> {
-    let tx_id = uuid::Uuid::new_v4().to_string();
     let route = router::route(req.method(), req.uri().path());
     let iface = iface_of(&route);
+    // Only the management interface reports a txId; an enforcement request needs no random id
+    // (and no getrandom system call).
+    let tx_id = match iface {
+        Interface::Management => uuid::Uuid::new_v4().to_string(),
+        Interface::Enforcement => String::new(),
+    };
     let route = match route {
         Ok(r) => r,
         Err(RouteError::NotFound(Interface::Enforcement)) => {
