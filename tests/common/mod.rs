@@ -242,16 +242,6 @@ impl TestServer {
 
     /// Starts on an existing data directory (restart tests).
     pub async fn start_in(dir: TempDir, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
-        // A stopped server has let go of the directory's lock, but a child process that another
-        // test forks at that moment holds a copy of the lock's descriptor until it execs: wait
-        // for the lock to be free rather than see the new server refuse the directory.
-        let deadline = std::time::Instant::now() + WAIT;
-        while let Err(e) = parasol::datadir::lock(dir.path()) {
-            assert!(std::time::Instant::now() < deadline, "{e}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
         let mut config = ServerConfig::new(dir.path());
         adjust(&mut config);
         let cert = match &config.tls {
@@ -259,33 +249,38 @@ impl TestServer {
             TlsSource::Files { cert, .. } => Some(cert.clone()),
             TlsSource::SelfSigned => Some(dir.path().join("tls/cert.pem")),
         };
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let mut task = tokio::spawn(parasol::server::run(config, listener, async move {
-            let _ = rx.await;
-        }));
-        // The certificate exists once the server has started; wait for it before trusting it.
-        if let Some(cert) = &cert {
-            let deadline = std::time::Instant::now() + WAIT;
-            while !cert.exists() {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "no certificate at {}",
-                    cert.display()
-                );
-                tokio::time::sleep(Duration::from_millis(10)).await;
+        // A child process that another test of this binary forks holds a copy of each of this
+        // process's descriptors until it execs, a data directory's lock file included: a server
+        // starting at that moment can find the lock briefly taken. Such a start is retried.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let mut task =
+                tokio::spawn(parasol::server::run(config.clone(), listener, async move {
+                    let _ = rx.await;
+                }));
+            // A server that fails to start says why instead of leaving the wait to time out.
+            let ended = tokio::select! {
+                client = ready(addr, cert.as_deref()) => {
+                    return TestServer {
+                        client,
+                        dir,
+                        stop: Some(tx),
+                        task: Some(task),
+                    };
+                }
+                ended = &mut task => ended,
+            };
+            match ended {
+                Ok(Err(e)) if e.contains("in use by a running parasol server") && attempt < 5 => {
+                    eprintln!("test server start {attempt} refused ({e}); retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                other => panic!("the server stopped while starting: {other:?}"),
             }
-        }
-        let client = Client::new(addr, cert.as_deref());
-        // A server that fails to start says why instead of leaving the wait to time out.
-        tokio::select! {
-            _ = client.wait_ready() => {}
-            ended = &mut task => panic!("the server stopped while starting: {ended:?}"),
-        }
-        TestServer {
-            client,
-            dir,
-            stop: Some(tx),
-            task: Some(task),
         }
     }
 
@@ -664,4 +659,24 @@ pub fn parasol(dir: &Path, args: &[&str]) -> (bool, Value, String) {
         stdout,
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Waits until the server at `addr` answers, trusting the certificate at `cert` once it is
+/// complete (the server writes it when it starts).
+async fn ready(addr: std::net::SocketAddr, cert: Option<&Path>) -> Client {
+    if let Some(cert) = cert {
+        let deadline = std::time::Instant::now() + WAIT;
+        while !std::fs::read_to_string(cert).is_ok_and(|t| t.contains("-----END CERTIFICATE-----"))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no certificate at {}",
+                cert.display()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let client = Client::new(addr, cert);
+    client.wait_ready().await;
+    client
 }
