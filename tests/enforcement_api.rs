@@ -1078,3 +1078,43 @@ async fn without_cloud_limits_there_is_no_rate_limit() {
     let batch = Value::Array((0..500).map(|i| event(&format!("m{i}.example"))).collect());
     assert_eq!(s.post_json(&events_path(&a), &batch).await.status, 202);
 }
+
+/// Events are stored exactly as sent: spacing, key order and escapes of the body are kept (an
+/// object alone is kept in brackets, an array as it came).
+#[tokio::test]
+async fn events_are_stored_as_sent() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let mut e = event("raw.example");
+    e["vendorNote"] = json!("caf\u{e9}");
+    let pretty = serde_json::to_string_pretty(&e)
+        .unwrap()
+        .replace('\u{e9}', "\\u00e9");
+    let one = format!("  {pretty}\n");
+    let many = format!("[ {pretty} ,\n{pretty}]");
+    let stored = || -> String {
+        s.db()
+            .query_row(
+                "SELECT events FROM event_batches WHERE organization_id = ?1
+                 ORDER BY id DESC LIMIT 1",
+                [org],
+                |r| r.get(0),
+            )
+            .unwrap()
+    };
+    for (body, expected) in [
+        (one.clone(), format!("[{pretty}]")),
+        (many.clone(), many.clone()),
+    ] {
+        let r = s
+            .request(
+                "POST",
+                &events_path(&key),
+                &[("content-type", "application/json")],
+                Some(body.into_bytes()),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{}", r.text());
+        assert_eq!(stored(), expected);
+    }
+}

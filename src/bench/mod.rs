@@ -492,7 +492,7 @@ fn run_in(
         hello_rss,
     );
     r.target = "HTTP ceiling".into();
-    r.cpu_us = cpu_per_unit(hello_cpu, hello_cpu_after, hello_stats.ok);
+    r.cpu_us = cpu_per_unit(hello_cpu, hello_cpu_after, r.units());
     rows.push(r);
 
     note("baseline: plain rusqlite inserts");

@@ -24,7 +24,7 @@ pub const PAGE_SIZE: u64 = 200;
 /// A request with this many events gets a write transaction of its own.
 const ALONE_EVENTS: usize = 256;
 
-/// Event bodies larger than this are validated on a blocking thread.
+/// Event bodies larger than this are validated on the bulk threads (`crate::bulk`).
 const BLOCKING_BODY_BYTES: usize = 32 * 1024;
 
 /// The `meta` member of a GET /1.0/domains body (the `data` member comes serialised from the
@@ -262,16 +262,15 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
                     let Some(org) = resolve_customer_key(conn, &k)? else {
                         return Ok(None);
                     };
-                    Ok(Some((org, domains::list_page(conn, org, page, limit)?)))
+                    Ok(Some(domains::list_page(conn, org, page, limit)?))
                 })
                 .await?;
-            let (org, (entries, more)) = found.ok_or(EnfError::InvalidCredentials)?;
+            let (entries, more) = found.ok_or(EnfError::InvalidCredentials)?;
             let data = serde_json::to_vec(&entries).map_err(|e| {
                 log::error!("cannot serialise a page of the domain list: {e}");
                 EnfError::Internal
             })?;
             let listing = CachedPage {
-                org,
                 data: Bytes::from(data),
                 more,
             };

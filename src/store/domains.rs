@@ -86,22 +86,10 @@ pub struct PreparedBatch {
 impl PreparedBatch {
     /// `events_json` is the JSON array of the events as sent, one element per entry of `events`.
     pub fn new(events: Vec<PreparedEvent>, events_json: String) -> PreparedBatch {
-        let mut domains_json = String::with_capacity(events.len() * 24 + 2);
-        let mut listed_json = String::with_capacity(events.len() * 2 + 2);
-        for (i, e) in events.iter().enumerate() {
-            let sep = if i == 0 { '[' } else { ',' };
-            domains_json.push(sep);
-            // A name is always representable as a JSON string.
-            domains_json.push_str(&serde_json::Value::from(e.domain.as_str()).to_string());
-            listed_json.push(sep);
-            listed_json.push(if e.listed { '1' } else { '0' });
-        }
-        for json in [&mut domains_json, &mut listed_json] {
-            if json.is_empty() {
-                json.push('[');
-            }
-            json.push(']');
-        }
+        let domains: Vec<&str> = events.iter().map(|e| e.domain.as_str()).collect();
+        let domains_json = serde_json::Value::from(domains).to_string();
+        let verdicts: Vec<u8> = events.iter().map(|e| u8::from(e.listed)).collect();
+        let listed_json = serde_json::Value::from(verdicts).to_string();
         let event_count = events.len();
         // A batch that names a domain many times costs the writer one look-up for it.
         let mut seen = std::collections::HashSet::new();
