@@ -152,21 +152,42 @@ pub fn run(args: ServeArgs) -> i32 {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
+/// Resolves on SIGTERM or SIGINT. The handlers are installed here, when called (inside the
+/// runtime, before the server starts), not when the future is first polled: the server announces
+/// "ready" before its accept loop polls this future, and a SIGTERM sent on seeing that line (as
+/// the benchmark does) killed the process outright instead of stopping it gracefully.
+fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
     use tokio::signal::unix::{signal, SignalKind};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => log::info!("SIGTERM received"),
-                _ = int.recv() => log::info!("SIGINT received"),
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => log::info!("SIGTERM received"),
+                    _ = int.recv() => log::info!("SIGINT received"),
+                }
+            }
+            _ => {
+                log::warn!("cannot watch SIGTERM/SIGINT; stop with SIGKILL");
+                std::future::pending::<()>().await
             }
         }
-        _ => {
-            log::warn!("cannot watch SIGTERM/SIGINT; stop with SIGKILL");
-            std::future::pending::<()>().await
-        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The handlers must be in place once `shutdown_signal` has returned, before anything polls
+    /// its future: the server logs "ready" first, and a SIGTERM sent on that cue would otherwise
+    /// kill the process (here: the test binary) instead of being seen.
+    #[tokio::test]
+    async fn shutdown_handlers_are_installed_before_the_future_is_polled() {
+        let stop = super::shutdown_signal();
+        // SAFETY: raise only sends a signal to this process.
+        assert_eq!(unsafe { libc::raise(libc::SIGTERM) }, 0);
+        tokio::time::timeout(std::time::Duration::from_secs(5), stop)
+            .await
+            .expect("the SIGTERM was seen");
     }
 }
