@@ -84,6 +84,22 @@ impl Options {
 const SERVER_CPU: usize = 0;
 const CLIENT_CPU: usize = 1;
 
+/// Runs an in-process baseline on a thread of its own, pinned to `cpu` (the server's) if given.
+fn on_cpu<T: Send + 'static>(
+    cpu: Option<usize>,
+    what: &str,
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    std::thread::spawn(move || {
+        if let Some(cpu) = cpu {
+            pin_current_thread(cpu);
+        }
+        f()
+    })
+    .join()
+    .map_err(|_| format!("{what} panicked"))?
+}
+
 /// Pins the calling thread (and the threads it starts later) to one core.
 fn pin_current_thread(cpu: usize) -> bool {
     // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
@@ -522,14 +538,9 @@ fn run_in(
     note("baseline: plain rusqlite inserts");
     let ceiling_dir = dir.to_path_buf();
     let batches = opts.ingest_batches;
-    let ceiling = std::thread::spawn(move || {
-        if let Some(cpu) = server_cpu {
-            pin_current_thread(cpu);
-        }
+    let ceiling = on_cpu(server_cpu, "storage ceiling", move || {
         baseline::storage_ceiling(&ceiling_dir, batches, batch_events)
-    })
-    .join()
-    .map_err(|_| "storage ceiling panicked".to_string())??;
+    })?;
     rows.push(Row {
         name: format!("rusqlite loop, tx of 1 request row + {batch_events} new domains, FULL+WAL"),
         unit: "events/s",
@@ -542,14 +553,9 @@ fn run_in(
     note("baseline: append + fsync");
     let fsync_dir = dir.to_path_buf();
     let fsync_secs = secs.min(Duration::from_secs(2));
-    let fsync = std::thread::spawn(move || {
-        if let Some(cpu) = server_cpu {
-            pin_current_thread(cpu);
-        }
+    let fsync = on_cpu(server_cpu, "fsync probe", move || {
         baseline::fsync_latency(&fsync_dir, fsync_secs)
-    })
-    .join()
-    .map_err(|_| "fsync probe panicked".to_string())??;
+    })?;
     let mut r = Row::new(
         format!(
             "append {} KiB + fsync, one at a time",

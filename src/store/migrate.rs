@@ -107,13 +107,20 @@ mod tests {
             .collect::<rusqlite::Result<Vec<_>>>()
             .unwrap()
         };
+        let names = |sql: &str, arg: &str| -> Vec<String> {
+            c.prepare(sql)
+                .unwrap()
+                .query_map([arg], |r| r.get(0))
+                .unwrap()
+                .collect::<rusqlite::Result<_>>()
+                .unwrap()
+        };
         let mut out = Vec::new();
-        let tables = strings(
+        let tables = names(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name != ?1 ORDER BY name",
             "",
         );
-        for t in tables {
-            let t = t.trim_start_matches("Text(\"").trim_end_matches("\")");
+        for t in &tables {
             for sql in [
                 "SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?1)",
                 "SELECT name, \"unique\", origin, partial FROM pragma_index_list(?1) ORDER BY name",
@@ -121,12 +128,11 @@ mod tests {
             ] {
                 out.extend(strings(sql, t).into_iter().map(|row| format!("{t}: {row}")));
             }
-            let indexes = strings(
+            let indexes = names(
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 ORDER BY name",
                 t,
             );
-            for i in indexes {
-                let i = i.trim_start_matches("Text(\"").trim_end_matches("\")");
+            for i in &indexes {
                 out.extend(
                     strings("SELECT seqno, name FROM pragma_index_info(?1)", i)
                         .into_iter()
@@ -217,6 +223,9 @@ mod tests {
         migrate(&mut fresh).unwrap();
         let (upgraded, new) = (shape(&c), shape(&fresh));
         assert!(new.iter().any(|l| l.starts_with("event_batches: ")));
+        assert!(new
+            .iter()
+            .any(|l| l.starts_with("event_batches/event_batches_org: ")));
         assert_eq!(upgraded, new);
     }
 }
