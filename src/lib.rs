@@ -10,6 +10,7 @@ pub mod demo;
 pub mod enforcement;
 pub mod error;
 pub mod http;
+pub mod ids;
 pub mod management;
 pub mod ratelimit;
 pub mod reputation;

@@ -387,7 +387,7 @@ async fn handle(
     // Only the management interface reports a txId; an enforcement request needs no random id
     // (and no getrandom system call).
     let tx_id = match iface {
-        Interface::Management => uuid::Uuid::new_v4().to_string(),
+        Interface::Management => crate::ids::request_id().to_string(),
         Interface::Enforcement => String::new(),
     };
     let route = match route {

@@ -22,7 +22,12 @@ pub struct ValidEvent {
 /// itself when it is an array, or the one event object in brackets. Text as sent: unknown fields,
 /// spacing and escapes included.
 pub fn events_text(valid_body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(valid_body);
+    // A valid body is UTF-8 (it parsed as JSON): `from_utf8`'s check is the fast one, and the
+    // lossy conversion is only a fallback that never runs.
+    let text = match std::str::from_utf8(valid_body) {
+        Ok(t) => std::borrow::Cow::Borrowed(t),
+        Err(_) => String::from_utf8_lossy(valid_body),
+    };
     let text = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
     if text.starts_with('[') {
         text.to_string()

@@ -157,7 +157,7 @@ async fn post_events(
         }
     };
     let n_events = prepared.len();
-    let batch = uuid::Uuid::new_v4();
+    let batch = crate::ids::request_id();
     let batch_text = batch.hyphenated().to_string();
     let now = crate::timefmt::now();
     let allowance = state.rate.new_domain_allowance(&key);
