@@ -132,7 +132,10 @@ async fn wrong_secrets_cost_the_same_for_known_and_unknown_keys() {
         key: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA".into(),
         secret: "wrong".into(),
     };
-    // Interleaved, so that a load change on the machine affects both series alike.
+    // Interleaved, so that a load change on the machine affects both series alike; and compared
+    // by their fastest answers: other tests hashing at the same time can only slow a request
+    // down, so the minimum is the cost of the request itself (a median of 9 once came out 4x
+    // apart under such contention, with the dummy verification in place).
     let (mut k, mut u) = (Vec::new(), Vec::new());
     for _ in 0..9 {
         for (c, times) in [(&known, &mut k), (&unknown, &mut u)] {
@@ -141,9 +144,8 @@ async fn wrong_secrets_cost_the_same_for_known_and_unknown_keys() {
             times.push(t.elapsed());
         }
     }
-    k.sort();
-    u.sort();
-    let (k, u) = (k[4], u[4]);
+    let k = k.into_iter().min().unwrap_or_default();
+    let u = u.into_iter().min().unwrap_or_default();
     // Without the dummy verification the unknown key answers in well under a tenth of the time.
     let ratio = u.as_secs_f64() / k.as_secs_f64();
     assert!(
