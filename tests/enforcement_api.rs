@@ -66,6 +66,32 @@ async fn single_event_is_accepted_with_the_cloud_id_form() {
     assert_eq!(event_count(&s, org), 1);
 }
 
+/// Batch ids are version-4 UUIDs that never repeat, also past the 256 ids that each thread's
+/// pool of kernel randomness holds (`src/ids.rs`); so are management txIds.
+#[tokio::test]
+async fn batch_ids_and_tx_ids_are_random_and_never_repeat() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    let mut seen = std::collections::HashSet::new();
+    for n in 0..300 {
+        let r = s
+            .post_json(&events_path(&key), &event(&format!("id{n}.example")))
+            .await;
+        assert_eq!(r.status, 202, "{}", r.text());
+        let id = r.json()["id"].as_str().unwrap().replacen(',', "-", 3);
+        let u = uuid::Uuid::parse_str(&id).unwrap();
+        assert_eq!(u.get_version_num(), 4, "{id}");
+        assert!(seen.insert(u), "batch id {id} repeated after {n} requests");
+    }
+    for _ in 0..20 {
+        let tx = s.get("/v1/nothing").await.json()["txId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(seen.insert(uuid::Uuid::parse_str(&tx).unwrap()), "{tx}");
+    }
+}
+
 #[tokio::test]
 async fn arrays_trailing_slash_and_one_id_per_request() {
     let s = TestServer::start().await;
