@@ -4,6 +4,8 @@
 mod common;
 
 use common::*;
+use parasol::store::domains::{PreparedBatch, PreparedEvent};
+use parasol::store::WriterCache;
 use serde_json::{json, Value};
 
 fn events_path(key: &str) -> String {
@@ -515,20 +517,7 @@ async fn pages_are_fresh_after_every_change() {
     let s = TestServer::start().await;
     let (org, key) = s.create_org("a");
     let page = |p: u32| format!("{}&page={p}&limit=2", domains_path(&key));
-    let names = |r: &Resp| -> Vec<(String, i64)> {
-        assert_eq!(r.status, 200, "{}", r.text());
-        r.json()["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| {
-                (
-                    e["name"].as_str().unwrap().to_string(),
-                    e["lastSeenAt"].as_i64().unwrap(),
-                )
-            })
-            .collect()
-    };
+    let names = |r: &Resp| names_with(r, "lastSeenAt");
     let only = |v: Vec<(String, i64)>| v.into_iter().map(|(n, _)| n).collect::<Vec<_>>();
     assert!(names(&s.get(&page(1)).await).is_empty());
     s.post_json(
@@ -869,6 +858,89 @@ async fn links_use_public_url_when_set() {
     );
 }
 
+/// Each entry of a page of the list as its name and one integer field.
+fn names_with(r: &Resp, field: &str) -> Vec<(String, i64)> {
+    assert_eq!(r.status, 200, "{}", r.text());
+    r.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e[field].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The list as (name, id) pairs.
+async fn entries(s: &TestServer, key: &str) -> Vec<(String, i64)> {
+    names_with(
+        &s.get(&format!("{}&limit=200", domains_path(key))).await,
+        "id",
+    )
+}
+
+/// The writer remembers keys, list positions and names between event writes: every change made
+/// since, through the API or by another connection to the database (as the command line does),
+/// shows in the next write.
+#[tokio::test]
+async fn event_writes_see_every_change_made_since_the_last_one() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let post = |name: &'static str| {
+        let path = events_path(&key);
+        let s = &s;
+        async move { s.post_json(&path, &event(name)).await.status }
+    };
+    assert_eq!(post("a.example").await, 202);
+    assert_eq!(post("a.example").await, 202);
+    let first = entries(&s, &key).await;
+    assert_eq!(first.len(), 1);
+
+    // Deleted through the API, then sent again: listed again, under a new id.
+    let r = s
+        .delete(&format!("/1.0/domains/a.example?customerKey={key}"))
+        .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(post("a.example").await, 202);
+    let again = entries(&s, &key).await;
+    assert_eq!(again.len(), 1, "{again:?}");
+    assert!(again[0].1 > first[0].1);
+
+    // Deleted by another connection: the same.
+    let db = s.db();
+    assert!(parasol::store::domains::delete_by_name(&db, org, "a.example").unwrap());
+    assert_eq!(post("a.example").await, 202);
+    let third = entries(&s, &key).await;
+    assert_eq!(third.len(), 1, "{third:?}");
+    assert!(third[0].1 > again[0].1);
+
+    // Names added by another connection take list positions: the server's next new name takes
+    // the one after them (a stale position would break the list's unique positions: a 5xx).
+    let other = PreparedBatch::new(
+        vec![PreparedEvent {
+            domain: "other.example".into(),
+            listed: true,
+        }],
+        "[{}]".into(),
+    );
+    parasol::store::domains::ingest(&db, &mut WriterCache::new(), org, "x", 1, &other).unwrap();
+    assert_eq!(post("b.example").await, 202);
+    let names: Vec<String> = entries(&s, &key).await.into_iter().map(|e| e.0).collect();
+    assert_eq!(names, ["a.example", "other.example", "b.example"]);
+
+    // A key revoked by another connection stops working for events at once.
+    assert!(parasol::store::tenants::revoke_customer_key(&db, &key, 1).unwrap());
+    assert_eq!(post("c.example").await, 403);
+    assert_eq!(
+        event_count(&s, org),
+        6,
+        "nothing stored after the revocation"
+    );
+}
+
 #[tokio::test]
 async fn deletes_by_id_by_path_name_and_by_where_name() {
     let s = TestServer::start().await;
@@ -1077,6 +1149,10 @@ async fn cloud_limits_answer_429_with_retry_after() {
         s.post_json(&events_path(&c), &batch(150, 50)).await.status,
         202
     );
+    // The refused request's names, undone with it, were really added by this one.
+    let names = listed(&s, &c).await;
+    assert_eq!(names.len(), 200);
+    assert!((150..200).all(|i| names.contains(&format!("n{i}.example"))));
 
     // 1 MB per minute.
     let (_, d) = s.create_org("d");

@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use crate::store::domains::{self, PreparedBatch, PreparedEvent};
 use crate::store::tenants::{self, OrgFields, Parent, Scope};
+use crate::store::WriterCache;
 
 /// Largest batch body: the 1 MiB rule counts the request line and headers too.
 pub const MAX_BATCH_BYTES: usize = 1024 * 1024 - 2048;
@@ -112,7 +113,15 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
     )
     .map_err(e)?;
     let hot = prepared((0..HOT_DOMAINS).map(|n| domain(SPACE_HOT, n)).collect(), 0);
-    domains::ingest(&tx, mixed.id, "preload-hot", now, &hot).map_err(e)?;
+    domains::ingest(
+        &tx,
+        &mut WriterCache::new(),
+        mixed.id,
+        "preload-hot",
+        now,
+        &hot,
+    )
+    .map_err(e)?;
     tx.commit().map_err(|e| e.to_string())?;
 
     const CHUNK: u64 = 50_000;
@@ -124,7 +133,15 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
             done,
         );
         let tx = conn.transaction().map_err(|e| e.to_string())?;
-        domains::ingest(&tx, list.id, &format!("preload-{done}"), now, &events).map_err(e)?;
+        domains::ingest(
+            &tx,
+            &mut WriterCache::new(),
+            list.id,
+            &format!("preload-{done}"),
+            now,
+            &events,
+        )
+        .map_err(e)?;
         tx.commit().map_err(|e| e.to_string())?;
         done += n;
     }

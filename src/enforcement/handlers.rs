@@ -12,7 +12,7 @@ use crate::router::EnfEndpoint;
 use crate::server::{AppState, RequestCtx};
 use crate::store::domains::{self, PreparedBatch, PreparedEvent};
 use crate::store::tenants::resolve_customer_key;
-use crate::store::StoreError;
+use crate::store::{StoreError, WriteMode, WriterCache};
 
 use super::domain::normalize;
 use super::event::{events_text, validate_body, EventsError};
@@ -163,25 +163,26 @@ async fn post_events(
     let allowance = state.rate.new_domain_allowance(&key);
     let k = key.clone();
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
-    let write = move |conn: &rusqlite::Connection| {
-        let Some(org) = resolve_customer_key(conn, &k)? else {
+    let write = move |conn: &rusqlite::Connection, cache: &mut WriterCache| {
+        let Some(org) = cache.organization_of_key(conn, &k)? else {
             return Ok(None);
         };
-        let added = domains::ingest(conn, org, &batch_text, now, &prepared)?;
+        let added = domains::ingest(conn, cache, org, &batch_text, now, &prepared)?;
         match allowance {
             // Over the new-domain budget: undo this request's writes.
             Some(max) if added > max => Err(StoreError::Aborted(format!("{added} new domains"))),
             _ => Ok(Some(added)),
         }
     };
-    let stored = if n_events >= ALONE_EVENTS {
-        state.store.write_alone(write).await
+    let mode = if n_events >= ALONE_EVENTS {
+        WriteMode::Alone
     } else if allowance.is_none() {
         // Without a new-domain budget the write fails only if the database does.
-        state.store.write_shared(write).await
+        WriteMode::Shared
     } else {
-        state.store.write(write).await
+        WriteMode::Savepoint
     };
+    let stored = state.store.write_events(mode, write).await;
     if n_events >= ALONE_EVENTS {
         crate::server::release_freed_memory();
     }

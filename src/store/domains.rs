@@ -11,7 +11,14 @@ use std::collections::BTreeMap;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::Result;
+use super::{Result, WriterCache};
+
+/// Requests listing at most this many names read and record them through the writer's cache.
+/// Larger batches bypass it: recording thousands of mostly new names would cost them more than
+/// the cache saves (and push out the names of the small requests it is for). The names such a
+/// batch refreshes may then be remembered with an older `lastSeenAt`, which only costs a later
+/// request one needless refresh.
+const CACHED_NAMES_PER_REQUEST: usize = 64;
 
 /// log2 of the positions per bucket.
 const BUCKET_SHIFT: u32 = 10;
@@ -136,10 +143,12 @@ pub struct DomainEntry {
 }
 
 /// Stores one request's events for `org` (one row, whatever the number of events) and adds the
-/// listed domains (or refreshes their `lastSeenAt`). Runs inside the caller's transaction.
-/// Returns how many names were new to the list.
+/// listed domains (or refreshes their `lastSeenAt`). Runs inside the caller's transaction, and
+/// reads through and records in `cache` what it can (a name already written this second costs
+/// no statement at all). Returns how many names were new to the list.
 pub fn ingest(
     conn: &Connection,
+    cache: &mut WriterCache,
     org: i64,
     batch_uuid: &str,
     now: i64,
@@ -172,43 +181,67 @@ pub fn ingest(
         "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
          VALUES (?1, ?2, ?3, ?4, ?4)",
     )?;
-    let start_seq: i64 = conn
-        .prepare_cached("SELECT domain_seq FROM organizations WHERE id = ?1")?
-        .query_row(params![org], |r| r.get(0))?;
-    let mut seq = start_seq;
+    // The list position counter, read when the first new name needs it.
+    let mut positions: Option<(i64, i64)> = None; // (start, last taken)
     let mut bucket_adds: BTreeMap<i64, i64> = BTreeMap::new();
 
+    let cached = batch.to_list.len() <= CACHED_NAMES_PER_REQUEST;
     // Each listed name once, in the order of its first event (new entries get their positions,
     // and ids, in the order the client sent them).
     for name in &batch.to_list {
-        let listed: Option<(i64, i64)> = find
-            .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        match listed {
-            Some((_, seen)) if seen == now => {}
+        let known = if cached { cache.name(org, name) } else { None };
+        let listed: Option<(i64, i64)> = match known {
+            Some(known) => Some(known),
+            None => find
+                .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?,
+        };
+        let id = match listed {
+            Some((id, seen)) if seen == now => id,
             Some((id, _)) => {
                 touch.execute(params![id, now])?;
+                id
             }
             None => {
-                seq += 1;
-                insert.execute(params![org, name, seq, now])?;
-                *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
+                let (_, seq) = match &mut positions {
+                    Some(p) => p,
+                    None => {
+                        let start = match cache.seq(org) {
+                            Some(s) => s,
+                            None => conn
+                                .prepare_cached(
+                                    "SELECT domain_seq FROM organizations WHERE id = ?1",
+                                )?
+                                .query_row(params![org], |r| r.get(0))?,
+                        };
+                        positions.insert((start, start))
+                    }
+                };
+                *seq += 1;
+                insert.execute(params![org, name, *seq, now])?;
+                *bucket_adds.entry(*seq >> BUCKET_SHIFT).or_default() += 1;
+                conn.last_insert_rowid()
             }
+        };
+        if cached && known != Some((id, now)) {
+            cache.set_name(org, name, id, now);
         }
     }
-    if seq != start_seq {
-        conn.prepare_cached("UPDATE organizations SET domain_seq = ?2 WHERE id = ?1")?
-            .execute(params![org, seq])?;
-        let mut super_adds: BTreeMap<i64, i64> = BTreeMap::new();
-        for (bucket, n) in bucket_adds {
-            bump(conn, Level::Bucket, org, bucket, n)?;
-            *super_adds
-                .entry(bucket >> (SUPER_SHIFT - BUCKET_SHIFT))
-                .or_default() += n;
-        }
-        for (bucket, n) in super_adds {
-            bump(conn, Level::Super, org, bucket, n)?;
-        }
+    let Some((start_seq, seq)) = positions else {
+        return Ok(0);
+    };
+    cache.set_seq(org, seq);
+    conn.prepare_cached("UPDATE organizations SET domain_seq = ?2 WHERE id = ?1")?
+        .execute(params![org, seq])?;
+    let mut super_adds: BTreeMap<i64, i64> = BTreeMap::new();
+    for (bucket, n) in bucket_adds {
+        bump(conn, Level::Bucket, org, bucket, n)?;
+        *super_adds
+            .entry(bucket >> (SUPER_SHIFT - BUCKET_SHIFT))
+            .or_default() += n;
+    }
+    for (bucket, n) in super_adds {
+        bump(conn, Level::Super, org, bucket, n)?;
     }
     Ok((seq - start_seq) as u64)
 }
@@ -402,7 +435,7 @@ mod tests {
     fn pages_match_a_plain_scan_after_deletes() {
         let (c, org) = db();
         let names: Vec<PreparedEvent> = (0..5000).map(|i| ev(&format!("d{i}.example"))).collect();
-        ingest(&c, org, "b", 1, &batch(names)).unwrap();
+        ingest(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
         // Punch holes, including a whole bucket.
         for id in (1..=5000).filter(|i| i % 7 == 0 || (1100..2200).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
@@ -466,7 +499,7 @@ mod tests {
         )
         .unwrap();
         let names: Vec<PreparedEvent> = (0..3000).map(|i| ev(&format!("s{i}.example"))).collect();
-        ingest(&c, org, "b", 1, &batch(names)).unwrap();
+        ingest(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
         for id in (1..=3000).filter(|i| i % 5 == 0 || (400..1500).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
         }
@@ -494,9 +527,13 @@ mod tests {
     #[test]
     fn repeated_name_keeps_id_and_refreshes_last_seen() {
         let (c, org) = db();
-        ingest(&c, org, "a", 10, &batch(vec![ev("x.example")])).unwrap();
+        // The same cache throughout, as the writer keeps it: what it remembers of x.example
+        // (seen at 10) must not stop the refresh at 20.
+        let cache = &mut WriterCache::new();
+        ingest(&c, cache, org, "a", 10, &batch(vec![ev("x.example")])).unwrap();
         ingest(
             &c,
+            cache,
             org,
             "b",
             20,
@@ -507,5 +544,28 @@ mod tests {
         assert_eq!(entries.len(), 1);
         assert_eq!(entries[0].last_seen_at, 20);
         assert_eq!(event_count(&c, org).unwrap(), 3);
+        // New names after cached ones take the next positions and ids, in order.
+        ingest(
+            &c,
+            cache,
+            org,
+            "c",
+            20,
+            &batch(vec![ev("y.example"), ev("x.example")]),
+        )
+        .unwrap();
+        ingest(&c, cache, org, "d", 30, &batch(vec![ev("z.example")])).unwrap();
+        let (entries, _) = list_page(&c, org, 1, 200).unwrap();
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["x.example", "y.example", "z.example"]);
+        assert!(entries.windows(2).all(|w| w[0].id < w[1].id));
+        let seq: i64 = c
+            .query_row(
+                "SELECT domain_seq FROM organizations WHERE id = ?1",
+                [org],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(seq, 3);
     }
 }

@@ -13,6 +13,7 @@ pub mod resources;
 pub mod sites;
 pub mod tenants;
 pub mod users;
+pub mod writer_cache;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,6 +22,8 @@ use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
+
+pub use writer_cache::WriterCache;
 
 /// Errors of the store. `Sqlite` details are logged, never sent to clients.
 #[derive(Debug)]
@@ -75,7 +78,8 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// What the writer hands back after running a job inside the group transaction: called once the
 /// transaction's fate is known, with `Err` if the commit failed.
 type Completion = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
-type JobFn = Box<dyn FnOnce(&Connection) -> Completion + Send>;
+/// Runs a job in the open transaction; also says whether it succeeded (its changes stay).
+type JobFn = Box<dyn FnOnce(&Connection, &mut WriterCache) -> (Completion, bool) + Send>;
 
 /// A write queued for the writer.
 struct Job {
@@ -84,6 +88,20 @@ struct Job {
     alone: bool,
     /// Fails only on database errors, so may share its group's fate (see `Store::write_shared`).
     shared: bool,
+    /// Keeps the writer's cache up to date with what it writes (see `Store::write_events`); the
+    /// cache is emptied before any other job runs.
+    keeps_cache: bool,
+}
+
+/// How `Store::write_events` runs a write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteMode {
+    /// In a savepoint of its own, in a group transaction (`Store::write`).
+    Savepoint,
+    /// Without a savepoint, sharing its group's fate (`Store::write_shared`).
+    Shared,
+    /// In a transaction of its own (`Store::write_alone`).
+    Alone,
 }
 
 /// Most jobs folded into one transaction. Bounded so that one commit's latency stays small.
@@ -258,7 +276,7 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        self.queue(f, false, false).await
+        self.queue(uncached(f), WriteMode::Savepoint, false).await
     }
 
     /// Like `write`, for a write that fails only when the database does (no error of its own
@@ -270,7 +288,7 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        self.queue(f, false, true).await
+        self.queue(uncached(f), WriteMode::Shared, false).await
     }
 
     /// Like `write`, for a write large enough to fill a transaction by itself (a batch of
@@ -282,27 +300,47 @@ impl Store {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        self.queue(f, true, false).await
+        self.queue(uncached(f), WriteMode::Alone, false).await
     }
 
-    async fn queue<T, F>(&self, f: F, alone: bool, shared: bool) -> Result<T>
+    /// A write of events (or anything else that reads and writes only what `WriterCache` knows
+    /// how to keep current): `f` gets the writer's cache besides the connection, and must record
+    /// in it whatever it changes of what the cache holds. Writes through `write`, `write_shared`
+    /// and `write_alone` empty the cache before they run instead.
+    pub async fn write_events<T, F>(&self, mode: WriteMode, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: FnOnce(&Connection, &mut WriterCache) -> Result<T> + Send + 'static,
+    {
+        self.queue(f, mode, true).await
+    }
+
+    async fn queue<T, F>(&self, f: F, mode: WriteMode, keeps_cache: bool) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection, &mut WriterCache) -> Result<T> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel::<Result<T>>();
-        let run: JobFn = Box::new(move |conn: &Connection| -> Completion {
-            let result = run_in_savepoint(conn, f);
-            Box::new(move |commit: std::result::Result<(), String>| {
-                let out = match (commit, result) {
-                    (Ok(()), r) => r,
-                    (Err(_), Err(e)) => Err(e),
-                    (Err(e), Ok(_)) => Err(StoreError::Task(format!("commit failed: {e}"))),
-                };
-                let _ = tx.send(out);
-            })
+        let run: JobFn = Box::new(move |conn: &Connection, cache: &mut WriterCache| {
+            let result = run_in_savepoint(conn, |c| f(c, cache));
+            let ok = result.is_ok();
+            let completion: Completion =
+                Box::new(move |commit: std::result::Result<(), String>| {
+                    let out = match (commit, result) {
+                        (Ok(()), r) => r,
+                        (Err(_), Err(e)) => Err(e),
+                        (Err(e), Ok(_)) => Err(StoreError::Task(format!("commit failed: {e}"))),
+                    };
+                    let _ = tx.send(out);
+                });
+            (completion, ok)
         });
-        let job = Job { run, alone, shared };
+        let job = Job {
+            run,
+            alone: mode == WriteMode::Alone,
+            shared: mode == WriteMode::Shared,
+            keeps_cache,
+        };
         let sender = self
             .inner
             .sender
@@ -409,6 +447,13 @@ pub(crate) fn owned_row<T>(
         .optional()?)
 }
 
+/// A write that ignores the writer's cache (so the writer empties it first).
+fn uncached<T>(
+    f: impl FnOnce(&Connection) -> Result<T>,
+) -> impl FnOnce(&Connection, &mut WriterCache) -> Result<T> {
+    move |conn, _| f(conn)
+}
+
 /// Runs one cached statement without parameters (transaction control).
 fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
@@ -452,6 +497,8 @@ fn writer_loop(
     checkpointer: Checkpointer,
 ) {
     let mut jobs: Vec<Job> = Vec::with_capacity(MAX_GROUP);
+    // Travels with the connection (to the bulk write thread and back).
+    let mut cache = WriterCache::new();
     // A large job met while gathering a group waits for the next transaction.
     let mut held: Option<Job> = None;
     let bulk = BulkWriter::start(commits.clone());
@@ -473,29 +520,35 @@ fn writer_loop(
         }
         job_count.fetch_add(jobs.len() as u64, Ordering::Relaxed);
         match &bulk {
-            Some(bulk) if first_alone => match bulk.run(conn, std::mem::take(&mut jobs)) {
-                Some((c, j)) => (conn, jobs) = (c, j),
+            Some(bulk) if first_alone => match bulk.run(conn, cache, std::mem::take(&mut jobs)) {
+                Some((c, k, j)) => (conn, cache, jobs) = (c, k, j),
                 None => {
                     log::error!("the bulk write thread failed; the writer stops");
                     checkpointer.stop();
                     return;
                 }
             },
-            _ => run_transaction(&conn, &mut jobs, &commits),
+            _ => run_transaction(&conn, &mut cache, &mut jobs, &commits),
         }
         checkpointer.restart_if_wanted(&conn);
     }
     let restarts = checkpointer.restart_summary();
     checkpointer.stop();
     log::info!(
-        "writer stopped: {} writes in {} transactions; {restarts}",
+        "writer stopped: {} writes in {} transactions; {restarts}; its cache emptied {} times",
         job_count.load(Ordering::Relaxed),
-        commits.load(Ordering::Relaxed)
+        commits.load(Ordering::Relaxed),
+        cache.clears()
     );
 }
 
 /// Runs `jobs` in one write transaction and tells each how it ended.
-fn run_transaction(conn: &Connection, jobs: &mut Vec<Job>, commits: &AtomicU64) {
+fn run_transaction(
+    conn: &Connection,
+    cache: &mut WriterCache,
+    jobs: &mut Vec<Job>,
+    commits: &AtomicU64,
+) {
     let started = std::time::Instant::now();
     let group = jobs.len();
     let alone = jobs.len() == 1;
@@ -512,9 +565,27 @@ fn run_transaction(conn: &Connection, jobs: &mut Vec<Job>, commits: &AtomicU64) 
         return;
     }
     SAVEPOINTS.with(|s| s.set(!no_savepoints));
+    // With the write lock held, nothing else can commit until this transaction ends.
+    if let Err(e) = cache.revalidate(conn) {
+        log::warn!("cannot read the data version: {e}");
+        cache.clear();
+    }
     // Without savepoints a failed job says so through LAST_JOB_FAILED, and the transaction
     // is rolled back below instead of committed.
-    let completions: Vec<Completion> = jobs.drain(..).map(|job| (job.run)(conn)).collect();
+    let completions: Vec<Completion> = jobs
+        .drain(..)
+        .map(|job| {
+            if !job.keeps_cache {
+                cache.clear();
+            }
+            let (completion, ok) = (job.run)(conn, cache);
+            if !ok {
+                // What it recorded in the cache was rolled back with it.
+                cache.clear();
+            }
+            completion
+        })
+        .collect();
     let failed = LAST_JOB_FAILED.with(|f| f.replace(false));
     let ran = started.elapsed();
     let commit = if failed {
@@ -540,6 +611,8 @@ fn run_transaction(conn: &Connection, jobs: &mut Vec<Job>, commits: &AtomicU64) 
     }
     if commit.is_ok() && !failed {
         commits.fetch_add(1, Ordering::Relaxed);
+    } else {
+        cache.clear();
     }
     for c in completions {
         c(commit.clone());
@@ -552,22 +625,25 @@ fn run_transaction(conn: &Connection, jobs: &mut Vec<Job>, commits: &AtomicU64) 
 /// connections instead of taking an equal share from them; on an otherwise idle server it runs
 /// as fast as on the writer's own thread.
 struct BulkWriter {
-    work: std::sync::mpsc::SyncSender<(Connection, Vec<Job>)>,
-    done: std::sync::mpsc::Receiver<(Connection, Vec<Job>)>,
+    work: std::sync::mpsc::SyncSender<Lent>,
+    done: std::sync::mpsc::Receiver<Lent>,
 }
+
+/// What the writer lends the bulk write thread: its connection with its cache, and the jobs.
+type Lent = (Connection, WriterCache, Vec<Job>);
 
 impl BulkWriter {
     /// `None` if the thread cannot be started (the writer then runs everything itself).
     fn start(commits: Arc<AtomicU64>) -> Option<BulkWriter> {
-        let (work, work_rx) = std::sync::mpsc::sync_channel::<(Connection, Vec<Job>)>(1);
-        let (done_tx, done) = std::sync::mpsc::sync_channel::<(Connection, Vec<Job>)>(1);
+        let (work, work_rx) = std::sync::mpsc::sync_channel::<Lent>(1);
+        let (done_tx, done) = std::sync::mpsc::sync_channel::<Lent>(1);
         let spawned = std::thread::Builder::new()
             .name("parasol-bulk-write".into())
             .spawn(move || {
                 crate::bulk::lower_priority();
-                while let Ok((conn, mut jobs)) = work_rx.recv() {
-                    run_transaction(&conn, &mut jobs, &commits);
-                    if done_tx.send((conn, jobs)).is_err() {
+                while let Ok((conn, mut cache, mut jobs)) = work_rx.recv() {
+                    run_transaction(&conn, &mut cache, &mut jobs, &commits);
+                    if done_tx.send((conn, cache, jobs)).is_err() {
                         return;
                     }
                 }
@@ -583,9 +659,10 @@ impl BulkWriter {
         }
     }
 
-    /// Runs `jobs` on the bulk thread; gives the connection (and the emptied vector) back.
-    fn run(&self, conn: Connection, jobs: Vec<Job>) -> Option<(Connection, Vec<Job>)> {
-        self.work.send((conn, jobs)).ok()?;
+    /// Runs `jobs` on the bulk thread; gives the connection, its cache and the emptied vector
+    /// back.
+    fn run(&self, conn: Connection, cache: WriterCache, jobs: Vec<Job>) -> Option<Lent> {
+        self.work.send((conn, cache, jobs)).ok()?;
         self.done.recv().ok()
     }
 }
@@ -1014,6 +1091,52 @@ mod tests {
             out.push(t.await.unwrap());
         }
         out
+    }
+
+    /// A write that fails in a group (its savepoint rolled back, the others committed) takes
+    /// what it recorded in the writer's cache with it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_write_leaves_nothing_in_the_writer_cache() {
+        let (dir, store) = temp_db();
+        store
+            .write(|c| {
+                c.execute(
+                    "INSERT INTO organizations (id, name, created_at, modified_at) VALUES (7, 'o', 0, 0)",
+                    [],
+                )?;
+                Ok(())
+            })
+            .await
+            .unwrap();
+        let blocker = hold_writer(&store).await;
+        let (s1, s2) = (store.clone(), store.clone());
+        // Queued behind the blocker, so they share one transaction, each in a savepoint.
+        let failing = tokio::spawn(async move {
+            s1.write_events(WriteMode::Savepoint, |c, cache| {
+                c.execute(
+                    "INSERT INTO customer_keys (key, organization_id, created_at) VALUES ('k', 7, 0)",
+                    [],
+                )?;
+                assert_eq!(cache.organization_of_key(c, "k")?, Some(7));
+                Err::<(), _>(StoreError::Aborted("on purpose".into()))
+            })
+            .await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let other =
+            tokio::spawn(async move { s2.write_events(WriteMode::Savepoint, |_, _| Ok(())).await });
+        blocker.await.unwrap().unwrap();
+        assert!(failing.await.unwrap().is_err());
+        other.await.unwrap().unwrap();
+        let after = store
+            .write_events(WriteMode::Savepoint, |c, cache| {
+                cache.organization_of_key(c, "k")
+            })
+            .await
+            .unwrap();
+        assert_eq!(after, None, "the rolled-back key is not remembered");
+        store.close();
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
