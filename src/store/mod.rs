@@ -736,16 +736,20 @@ impl Checkpointer {
                         let _running = state.running.lock();
                         checkpoint(&conn, Mode::Passive)
                     };
+                    sync_after_checkpoint(&conn);
                     match frames {
                         Ok(frames) if frames * page_size > WAL_RESTART_BYTES => {
                             // Copy what was committed during that checkpoint too (a much shorter
                             // pass, and a shorter one after it), so that the writer's restart has
                             // only a few frames left to copy.
                             for _ in 0..CATCH_UP_PASSES {
-                                let _running = state.running.lock();
-                                if let Err(e) = checkpoint(&conn, Mode::Passive) {
-                                    log::warn!("checkpoint failed: {e}");
+                                {
+                                    let _running = state.running.lock();
+                                    if let Err(e) = checkpoint(&conn, Mode::Passive) {
+                                        log::warn!("checkpoint failed: {e}");
+                                    }
                                 }
+                                sync_after_checkpoint(&conn);
                             }
                             state.restart_wanted.store(true, Ordering::Relaxed)
                         }
@@ -810,6 +814,52 @@ enum Mode {
     Passive,
     Restart,
     Truncate,
+}
+
+/// Writes what checkpoints copied into the database file through to the disk (fsync through
+/// SQLite's own handle of the file: a descriptor of our own, once closed, would drop the
+/// process's POSIX locks on it). SQLite syncs the database file only at the end of a checkpoint
+/// that copies the whole WAL, which under a steady stream of commits is the writer's WAL restart:
+/// that fsync then had every page copied since the last restart to write back (64 MiB of WAL:
+/// 3-15 ms measured with strace, while every request waited). Synced here after each pass, on
+/// the checkpointer's thread, the restart finds only its last few pages dirty. A failure costs
+/// nothing but that: SQLite still syncs at the end of the next complete checkpoint. Returns
+/// SQLite's error code on failure.
+fn sync_database_file(conn: &Connection) -> std::result::Result<(), i32> {
+    use rusqlite::ffi;
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    // SAFETY: the connection is open and used by this thread only; FILE_POINTER stores the
+    // main database's sqlite3_file (owned by SQLite, valid while the connection is open) in
+    // `file`. Its xSync is what SQLite itself calls to sync the file, and no statement of this
+    // connection is running meanwhile.
+    let rc = unsafe {
+        let rc = ffi::sqlite3_file_control(
+            conn.handle(),
+            c"main".as_ptr(),
+            ffi::SQLITE_FCNTL_FILE_POINTER,
+            (&mut file as *mut *mut ffi::sqlite3_file).cast(),
+        );
+        if rc != ffi::SQLITE_OK || file.is_null() || (*file).pMethods.is_null() {
+            rc
+        } else {
+            match (*(*file).pMethods).xSync {
+                Some(sync) => sync(file, ffi::SQLITE_SYNC_NORMAL),
+                None => ffi::SQLITE_OK,
+            }
+        }
+    };
+    if rc == ffi::SQLITE_OK {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// `sync_database_file`, for the checkpointer: a failure is logged.
+fn sync_after_checkpoint(conn: &Connection) {
+    if let Err(rc) = sync_database_file(conn) {
+        log::warn!("cannot sync the database file after a checkpoint (SQLite error {rc})");
+    }
 }
 
 /// Runs `PRAGMA wal_checkpoint(mode)`; returns the frames the WAL held.
@@ -914,6 +964,18 @@ mod tests {
             shrunk >= 2 && largest < written,
             "WAL file reached {largest} bytes after {written} bytes of commits, truncated {shrunk} times"
         );
+        store.close();
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_database_file_is_synced_through_sqlites_own_handle() {
+        let (dir, store) = temp_db();
+        let c = open_connection(store.path()).unwrap();
+        c.execute_batch("CREATE TABLE s (x); INSERT INTO s VALUES (1);")
+            .unwrap();
+        assert_eq!(sync_database_file(&c), Ok(()));
+        drop(c);
         store.close();
         let _ = std::fs::remove_dir_all(dir);
     }
