@@ -191,8 +191,10 @@ pub fn ingest(
         "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
          VALUES (?1, ?2, ?3, ?4, ?4)",
     )?;
-    // The list position counter, read when the first new name needs it.
-    let mut positions: Option<(i64, i64)> = None; // (start, last taken)
+    // The list position counter when the request began (read when the first new name needs
+    // it), and the last position taken.
+    let mut start_seq: Option<i64> = None;
+    let mut seq = 0;
     let mut bucket_adds: BTreeMap<i64, i64> = BTreeMap::new();
 
     let cached = batch.to_list.len() <= CACHED_NAMES_PER_REQUEST;
@@ -213,23 +215,13 @@ pub fn ingest(
                 id
             }
             None => {
-                let (_, seq) = match &mut positions {
-                    Some(p) => p,
-                    None => {
-                        let start = match cache.seq(org) {
-                            Some(s) => s,
-                            None => conn
-                                .prepare_cached(
-                                    "SELECT domain_seq FROM organizations WHERE id = ?1",
-                                )?
-                                .query_row(params![org], |r| r.get(0))?,
-                        };
-                        positions.insert((start, start))
-                    }
-                };
-                *seq += 1;
-                insert.execute(params![org, name, *seq, now])?;
-                *bucket_adds.entry(*seq >> BUCKET_SHIFT).or_default() += 1;
+                if start_seq.is_none() {
+                    seq = list_position(conn, cache, org)?;
+                    start_seq = Some(seq);
+                }
+                seq += 1;
+                insert.execute(params![org, name, seq, now])?;
+                *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
                 conn.last_insert_rowid()
             }
         };
@@ -237,7 +229,7 @@ pub fn ingest(
             cache.set_name(org, name, id, now);
         }
     }
-    let Some((start_seq, seq)) = positions else {
+    let Some(start_seq) = start_seq else {
         return Ok(0);
     };
     cache.set_seq(org, seq);
@@ -254,6 +246,17 @@ pub fn ingest(
         bump(conn, Level::Super, org, bucket, n)?;
     }
     Ok((seq - start_seq) as u64)
+}
+
+/// The organization's list position counter (`organizations.domain_seq`), from the writer's
+/// cache when it holds it.
+fn list_position(conn: &Connection, cache: &WriterCache, org: i64) -> Result<i64> {
+    match cache.seq(org) {
+        Some(seq) => Ok(seq),
+        None => Ok(conn
+            .prepare_cached("SELECT domain_seq FROM organizations WHERE id = ?1")?
+            .query_row(params![org], |r| r.get(0))?),
+    }
 }
 
 /// Reads page `page` (1-based) of `limit` entries, ordered by id. Returns the entries and whether

@@ -84,10 +84,10 @@ type JobFn = Box<dyn FnOnce(&Connection, &mut WriterCache) -> (Completion, bool)
 /// A write queued for the writer.
 struct Job {
     run: JobFn,
-    /// Large enough to fill a transaction by itself (see `Store::write_alone`).
-    alone: bool,
-    /// Fails only on database errors, so may share its group's fate (see `Store::write_shared`).
-    shared: bool,
+    /// `Alone`: large enough to fill a transaction by itself (see `Store::write_alone`).
+    /// `Shared`: fails only on database errors, so may share its group's fate (see
+    /// `Store::write_shared`).
+    mode: WriteMode,
     /// Keeps the writer's cache up to date with what it writes (see `Store::write_events`); the
     /// cache is emptied before any other job runs.
     keeps_cache: bool,
@@ -337,8 +337,7 @@ impl Store {
         });
         let job = Job {
             run,
-            alone: mode == WriteMode::Alone,
-            shared: mode == WriteMode::Shared,
+            mode,
             keeps_cache,
         };
         let sender = self
@@ -506,11 +505,11 @@ fn writer_loop(
         let Some(first) = held.take().or_else(|| rx.blocking_recv()) else {
             break;
         };
-        let first_alone = first.alone;
+        let first_alone = first.mode == WriteMode::Alone;
         jobs.push(first);
         while !first_alone && jobs.len() < MAX_GROUP {
             match rx.try_recv() {
-                Ok(j) if j.alone => {
+                Ok(j) if j.mode == WriteMode::Alone => {
                     held = Some(j);
                     break;
                 }
@@ -553,7 +552,7 @@ fn run_transaction(
     let group = jobs.len();
     let alone = jobs.len() == 1;
     // Savepoints are needed only when a job may fail on its own in a group of several.
-    let no_savepoints = alone || jobs.iter().all(|j| j.shared);
+    let no_savepoints = alone || jobs.iter().all(|j| j.mode == WriteMode::Shared);
     let begun = exec_cached(conn, "BEGIN IMMEDIATE");
     let lock_wait = started.elapsed();
     if let Err(e) = begun {
