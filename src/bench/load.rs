@@ -1,10 +1,15 @@
 //! The load generator: keep-alive HTTPS connections (hyper client over tokio-rustls), closed-loop
 //! runs for maximum throughput and open-loop runs at a fixed rate whose latencies are measured
 //! from each request's *scheduled* send time, so a stalled server cannot hide its stall by
-//! slowing the client down (no coordinated omission).
+//! slowing the client down (no coordinated omission). In an open loop the send times are one
+//! schedule shared by all connections (like oha's `-q`): whichever connection is free takes the
+//! next one, so an answer that is slow on one connection delays only the requests that find
+//! every connection busy, and that wait (`Stats::late_us`) is part of their latency. Connections
+//! are opened before the clock starts.
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -65,6 +70,9 @@ pub type Source = Arc<dyn Fn(usize, u64) -> Option<Req> + Send + Sync>;
 pub struct Stats {
     /// Latencies in microseconds, sorted after `finish`.
     pub lat_us: Vec<u32>,
+    /// Open loop: how long after its scheduled time each request was sent (waiting for one of
+    /// the run's connections to be free), in microseconds; sorted after `finish`.
+    pub late_us: Vec<u32>,
     pub ok: u64,
     pub errors: u64,
     pub units: u64,
@@ -76,6 +84,7 @@ pub struct Stats {
 impl Stats {
     fn merge(&mut self, o: Stats) {
         self.lat_us.extend(o.lat_us);
+        self.late_us.extend(o.late_us);
         self.ok += o.ok;
         self.errors += o.errors;
         self.units += o.units;
@@ -86,6 +95,7 @@ impl Stats {
 
     pub(crate) fn finish(mut self, elapsed: Duration) -> Stats {
         self.lat_us.sort_unstable();
+        self.late_us.sort_unstable();
         self.elapsed = elapsed;
         self
     }
@@ -102,16 +112,26 @@ impl Stats {
 
     /// Latency percentile in milliseconds.
     pub fn pct_ms(&self, p: f64) -> f64 {
-        if self.lat_us.is_empty() {
-            return f64::NAN;
-        }
-        let i = ((self.lat_us.len() as f64 - 1.0) * p).round() as usize;
-        self.lat_us[i.min(self.lat_us.len() - 1)] as f64 / 1000.0
+        percentile_ms(&self.lat_us, p)
+    }
+
+    /// Open loop: percentile of the send delays (`late_us`) in milliseconds.
+    pub fn late_pct_ms(&self, p: f64) -> f64 {
+        percentile_ms(&self.late_us, p)
     }
 
     pub fn max_ms(&self) -> f64 {
         self.lat_us.last().map_or(f64::NAN, |&v| v as f64 / 1000.0)
     }
+}
+
+/// Percentile `p` of sorted microsecond values, in milliseconds.
+fn percentile_ms(sorted_us: &[u32], p: f64) -> f64 {
+    if sorted_us.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted_us.len() as f64 - 1.0) * p).round() as usize;
+    sorted_us[i.min(sorted_us.len() - 1)] as f64 / 1000.0
 }
 
 /// Where and how to connect.
@@ -213,14 +233,25 @@ pub async fn run(
     pace: Pace,
     source: Source,
 ) -> Stats {
-    let start = Instant::now();
-    let deadline = start + duration;
+    // Every connection is open (TCP and TLS handshakes done) before the clock starts.
+    let mut opening = Vec::with_capacity(conns);
+    for _ in 0..conns {
+        let target = target.clone();
+        opening.push(tokio::spawn(async move { target.connect().await }));
+    }
+    let mut opened = Vec::with_capacity(conns);
+    for o in opening {
+        // A failed handshake is retried, and counted, by the worker.
+        opened.push(o.await.ok().and_then(Result::ok));
+    }
+    let schedule = Arc::new(Schedule::new(pace, duration));
     let mut tasks = Vec::with_capacity(conns);
-    for w in 0..conns {
+    for (w, sender) in opened.into_iter().enumerate() {
         let target = target.clone();
         let source = source.clone();
+        let schedule = schedule.clone();
         tasks.push(tokio::spawn(async move {
-            worker(&target, w, conns, deadline, start, pace, source).await
+            worker(&target, w, sender, &schedule, source).await
         }));
     }
     let mut total = Stats::default();
@@ -235,41 +266,20 @@ pub async fn run(
             }
         }
     }
-    total.finish(start.elapsed())
+    total.finish(schedule.start.elapsed())
 }
 
 async fn worker(
     target: &Target,
     w: usize,
-    conns: usize,
-    deadline: Instant,
-    start: Instant,
-    pace: Pace,
+    mut sender: Option<SendRequest<Full<Bytes>>>,
+    schedule: &Schedule,
     source: Source,
 ) -> Stats {
     let mut s = Stats::default();
-    let mut sender = None;
-    // Open loop: this worker's share of the schedule, staggered across workers.
-    let interval = match pace {
-        Pace::Open(rate) => Some(Duration::from_secs_f64(conns as f64 / rate.max(1e-3))),
-        Pace::Closed => None,
-    };
+    let open = schedule.interval.is_some();
     let mut n = 0u64;
-    loop {
-        let scheduled = match interval {
-            Some(iv) => {
-                let t = start + iv.mul_f64(n as f64 + w as f64 / conns as f64);
-                if t >= deadline {
-                    break;
-                }
-                tokio::time::sleep_until(t.into()).await;
-                t
-            }
-            None => Instant::now(),
-        };
-        if scheduled >= deadline {
-            break;
-        }
+    while let Some(scheduled) = schedule.next().await {
         let Some(req) = source(w, n) else { break };
         n += 1;
         if sender.is_none() {
@@ -286,6 +296,10 @@ async fn worker(
         let Some(conn) = sender.as_mut() else {
             continue;
         };
+        if open {
+            s.late_us
+                .push(scheduled.elapsed().as_micros().min(u32::MAX as u128) as u32);
+        }
         let expect = req.expect;
         let units = req.units;
         let result = target.send(conn, req).await;
@@ -315,4 +329,62 @@ async fn worker(
         }
     }
     s
+}
+
+/// When each request of a run is sent.
+struct Schedule {
+    start: Instant,
+    deadline: Instant,
+    /// Open loop: one send time every `interval` from `start`, shared by all connections.
+    interval: Option<Duration>,
+    /// Open loop: the next send time's number.
+    tokens: AtomicU64,
+}
+
+impl Schedule {
+    fn new(pace: Pace, duration: Duration) -> Schedule {
+        let start = Instant::now();
+        Schedule {
+            start,
+            deadline: start + duration,
+            interval: match pace {
+                Pace::Open(rate) => Some(Duration::from_secs_f64(1.0 / rate.max(1e-3))),
+                Pace::Closed => None,
+            },
+            tokens: AtomicU64::new(0),
+        }
+    }
+
+    /// Waits for the caller's next send time and returns it; `None` once the run is over.
+    async fn next(&self) -> Option<Instant> {
+        let t = match self.interval {
+            Some(iv) => {
+                // Like oha's `-q`: whichever connection is free takes the next send time, so a
+                // slow answer on one connection does not delay the requests due on the others.
+                let k = self.tokens.fetch_add(1, Ordering::Relaxed);
+                self.start + iv.mul_f64(k as f64)
+            }
+            None => Instant::now(),
+        };
+        if t >= self.deadline {
+            return None;
+        }
+        wait_until(t).await;
+        Some(t)
+    }
+}
+
+/// Waits until `t` to within a few microseconds: tokio's timer fires on millisecond ticks, which
+/// would send every request up to a millisecond late and in bursts at each tick, so the last
+/// millisecond is spent yielding to the other tasks instead.
+async fn wait_until(t: Instant) {
+    const COARSE: Duration = Duration::from_millis(1);
+    if let Some(early) = t.checked_sub(COARSE) {
+        if early > Instant::now() {
+            tokio::time::sleep_until(early.into()).await;
+        }
+    }
+    while Instant::now() < t {
+        tokio::task::yield_now().await;
+    }
 }
