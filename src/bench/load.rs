@@ -388,3 +388,48 @@ async fn wait_until(t: Instant) {
         tokio::task::yield_now().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_open_schedule_is_one_sequence_of_send_times_shared_by_all_callers() {
+        // 1,000 sends a second for 30 ms: send times 0, 1, ... 29 ms after the start, each
+        // handed out once, whoever asks, and never before it is due.
+        let s = Arc::new(Schedule::new(Pace::Open(1000.0), Duration::from_millis(30)));
+        let mut tasks = Vec::new();
+        for _ in 0..4 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Some(t) = s.next().await {
+                    assert!(Instant::now() >= t, "returned before its send time");
+                    got.push(t);
+                }
+                got
+            }));
+        }
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.unwrap());
+        }
+        all.sort();
+        let offsets: Vec<u128> = all
+            .iter()
+            .map(|t| (*t - s.start).as_micros().div_euclid(100))
+            .collect();
+        let expected: Vec<u128> = (0..30).map(|k| k * 10).collect();
+        assert_eq!(offsets, expected, "send times in tenths of a millisecond");
+    }
+
+    #[tokio::test]
+    async fn a_closed_schedule_sends_at_once_until_the_deadline() {
+        let s = Schedule::new(Pace::Closed, Duration::from_millis(20));
+        let before = Instant::now();
+        let t = s.next().await.expect("before the deadline");
+        assert!(t >= before, "a closed loop's send time is now");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        assert!(s.next().await.is_none());
+    }
+}
