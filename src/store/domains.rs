@@ -108,21 +108,20 @@ impl PreparedBatch {
         listed_json.push(']');
         let event_count = events.len();
         // A batch that names a domain many times costs the writer one look-up for it.
+        // A few events (a single event above all) are compared in place, nothing hashed; the
+        // set allocates only when used.
+        let few = events.len() <= 8;
+        let mut seen = std::collections::HashSet::new();
         let mut to_list: Vec<String> = Vec::new();
-        if events.len() <= 8 {
-            // A few events (a single event above all): compared in place, nothing hashed.
-            for e in events {
-                if e.listed && !to_list.contains(&e.domain) {
-                    to_list.push(e.domain);
-                }
+        for e in events.into_iter().filter(|e| e.listed) {
+            let first = if few {
+                !to_list.contains(&e.domain)
+            } else {
+                seen.insert(e.domain.clone())
+            };
+            if first {
+                to_list.push(e.domain);
             }
-        } else {
-            let mut seen = std::collections::HashSet::new();
-            to_list = events
-                .into_iter()
-                .filter(|e| e.listed && seen.insert(e.domain.clone()))
-                .map(|e| e.domain)
-                .collect();
         }
         PreparedBatch {
             to_list,

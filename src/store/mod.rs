@@ -735,24 +735,15 @@ impl Checkpointer {
                         continue;
                     }
                     seen = now;
-                    let frames = {
-                        let _running = state.running.lock();
-                        checkpoint(&conn, Mode::Passive)
-                    };
-                    sync_after_checkpoint(&conn);
-                    match frames {
+                    match passive_pass(&conn, &state) {
                         Ok(frames) if frames * page_size > WAL_RESTART_BYTES => {
                             // Copy what was committed during that checkpoint too (a much shorter
                             // pass, and a shorter one after it), so that the writer's restart has
                             // only a few frames left to copy.
                             for _ in 0..CATCH_UP_PASSES {
-                                {
-                                    let _running = state.running.lock();
-                                    if let Err(e) = checkpoint(&conn, Mode::Passive) {
-                                        log::warn!("checkpoint failed: {e}");
-                                    }
+                                if let Err(e) = passive_pass(&conn, &state) {
+                                    log::warn!("checkpoint failed: {e}");
                                 }
-                                sync_after_checkpoint(&conn);
                             }
                             state.restart_wanted.store(true, Ordering::Relaxed)
                         }
@@ -856,6 +847,18 @@ fn sync_database_file(conn: &Connection) -> std::result::Result<(), i32> {
     } else {
         Err(rc)
     }
+}
+
+/// One pass of the checkpointer: a passive checkpoint (under `running`, so that the writer's
+/// restart never waits behind it), then the database file synced; returns the frames the WAL
+/// held.
+fn passive_pass(conn: &Connection, state: &CheckpointShared) -> Result<i64> {
+    let frames = {
+        let _running = state.running.lock();
+        checkpoint(conn, Mode::Passive)
+    };
+    sync_after_checkpoint(conn);
+    frames
 }
 
 /// `sync_database_file`, for the checkpointer: a failure is logged.
