@@ -534,3 +534,37 @@ async fn a_version_1_data_directory_is_upgraded_on_start() {
     assert_eq!(old, r#"[{"dstDomain":"old.example"}]"#);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
+    // Some clients shut their sending side down once the request is out (TLS close_notify, then
+    // a TCP FIN) and wait for the answer. The request is carried out and answered, not dropped.
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    let body = serde_json::to_string(&json!([event("half-closed.example")])).unwrap();
+    let mut io = s.connect().await.unwrap();
+    io.write_all(
+        format!(
+            "POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    io.shutdown().await.unwrap();
+    let text = read_response(&mut io).await;
+    assert!(text.starts_with("HTTP/1.1 202"), "{text}");
+    assert!(text.contains("\"id\":"), "{text}");
+    let listed = s
+        .get(&format!("/1.0/domains?customerKey={key}"))
+        .await
+        .json();
+    let names: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["half-closed.example"]);
+}

@@ -55,6 +55,7 @@ pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
                     .timer(TokioTimer::new())
                     .header_read_timeout(Duration::from_secs(30))
                     .max_buf_size(1024 * 1024 + 64 * 1024)
+                    .half_close(true)
                     .serve_connection(TokioIo::new(tls), service)
                     .await;
             });
