@@ -163,15 +163,18 @@ async fn post_events(
     let allowance = state.rate.new_domain_allowance(&key);
     let k = key.clone();
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
+    // What the write was given travels back with its result, so that its memory is freed on this
+    // thread, where it was allocated: freed on the writer's, it left this thread's allocator
+    // cache empty, and every request's allocations took the allocator's slow path.
     let write = move |conn: &rusqlite::Connection, cache: &mut WriterCache| {
         let Some(org) = cache.organization_of_key(conn, &k)? else {
-            return Ok(None);
+            return Ok((None, (prepared, batch_text, k)));
         };
         let added = domains::ingest(conn, cache, org, &batch_text, now, &prepared)?;
         match allowance {
             // Over the new-domain budget: undo this request's writes.
             Some(max) if added > max => Err(StoreError::Aborted(format!("{added} new domains"))),
-            _ => Ok(Some(added)),
+            _ => Ok((Some(added), (prepared, batch_text, k))),
         }
     };
     let mode = if n_events >= ALONE_EVENTS {
@@ -187,8 +190,8 @@ async fn post_events(
         crate::server::release_freed_memory();
     }
     let added = match stored {
-        Ok(Some(added)) => added,
-        Ok(None) => return Err(EnfError::InvalidCredentials),
+        Ok((Some(added), _given)) => added,
+        Ok((None, _given)) => return Err(EnfError::InvalidCredentials),
         Err(StoreError::Aborted(_)) => {
             let needed = allowance.map_or(1, |a| a + 1);
             return Err(EnfError::TooManyRequests(
