@@ -142,6 +142,31 @@ impl PreparedBatch {
     }
 }
 
+/// A statement taken from the connection's statement cache the first time it is used.
+struct Lazy<'c> {
+    conn: &'c Connection,
+    sql: &'static str,
+    stmt: Option<rusqlite::CachedStatement<'c>>,
+}
+
+impl<'c> Lazy<'c> {
+    fn new(conn: &'c Connection, sql: &'static str) -> Lazy<'c> {
+        Lazy {
+            conn,
+            sql,
+            stmt: None,
+        }
+    }
+
+    fn get(&mut self) -> Result<&mut rusqlite::CachedStatement<'c>> {
+        let stmt = match self.stmt.take() {
+            Some(stmt) => stmt,
+            None => self.conn.prepare_cached(self.sql)?,
+        };
+        Ok(self.stmt.insert(stmt))
+    }
+}
+
 /// One entry of the domain list as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -182,24 +207,29 @@ pub fn ingest(
     // often one already seen this second, for which nothing is written. (An upsert with
     // RETURNING did the same in one statement but cost 4-5 times an event's insert, mostly for
     // the ephemeral table SQLite builds for the returned row each time.)
-    let mut find = conn.prepare_cached(
+    // Each statement is taken from the connection's cache only once it is needed (a look-up there
+    // hashes the statement's text): a single event naming a name seen this second needs none.
+    let mut find = Lazy::new(
+        conn,
         "SELECT id, last_seen_at FROM domains WHERE organization_id = ?1 AND name = ?2",
-    )?;
-    let mut touch = conn.prepare_cached("UPDATE domains SET last_seen_at = ?2 WHERE id = ?1")?;
-    let mut insert = conn.prepare_cached(
+    );
+    let mut touch = Lazy::new(conn, "UPDATE domains SET last_seen_at = ?2 WHERE id = ?1");
+    let mut insert = Lazy::new(
+        conn,
         "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
          VALUES (?1, ?2, ?3, ?4, ?4)",
-    )?;
+    );
     // After two new names in a row, the next is tried as an insert straight away: in a batch of
     // new names that is one search of the name index each instead of a look-up and then the
     // insert's own. A name already listed then costs a refused insert and the look-up, and the
     // batch goes back to looking up first (in a batch that mostly repeats names, two new ones
     // in a row are rare).
-    let mut insert_new = conn.prepare_cached(
+    let mut insert_new = Lazy::new(
+        conn,
         "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
          VALUES (?1, ?2, ?3, ?4, ?4)
          ON CONFLICT (organization_id, name) DO NOTHING",
-    )?;
+    );
     let mut new_in_a_row = 0u32;
     // The list position counter when the request began (read when the first new name needs
     // it), and the last position taken.
@@ -214,7 +244,7 @@ pub fn ingest(
         let known = if cached { cache.name(org, name) } else { None };
         if known.is_none() && new_in_a_row >= 2 {
             let next = seq + 1;
-            if insert_new.execute(params![org, name, next, now])? == 1 {
+            if insert_new.get()?.execute(params![org, name, next, now])? == 1 {
                 seq = next;
                 *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
                 let id = conn.last_insert_rowid();
@@ -228,6 +258,7 @@ pub fn ingest(
         let listed: Option<(i64, i64)> = match known {
             Some(known) => Some(known),
             None => find
+                .get()?
                 .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?,
         };
@@ -237,7 +268,7 @@ pub fn ingest(
         let id = match listed {
             Some((id, seen)) if seen == now => id,
             Some((id, _)) => {
-                touch.execute(params![id, now])?;
+                touch.get()?.execute(params![id, now])?;
                 id
             }
             None => {
@@ -246,7 +277,7 @@ pub fn ingest(
                     start_seq = Some(seq);
                 }
                 seq += 1;
-                insert.execute(params![org, name, seq, now])?;
+                insert.get()?.execute(params![org, name, seq, now])?;
                 *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
                 new_in_a_row += 1;
                 conn.last_insert_rowid()
