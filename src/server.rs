@@ -187,7 +187,8 @@ pub async fn run(
         let acceptor = acceptor.clone();
         let stop = stop_rx.clone();
         tokio::spawn(async move {
-            serve_connection(state, stream, acceptor, stop).await;
+            let _client = ClientCount::enter(&state);
+            serve_connection(state.clone(), stream, acceptor, stop).await;
             drop(permit);
         });
     }
@@ -210,6 +211,22 @@ pub async fn run(
     drop(dir_lock);
     log::info!("stopped");
     Ok(())
+}
+
+/// Counts a connection in `Store::clients` for as long as it lives.
+struct ClientCount(Arc<AppState>);
+
+impl ClientCount {
+    fn enter(state: &Arc<AppState>) -> ClientCount {
+        state.store.clients().fetch_add(1, Ordering::Relaxed);
+        ClientCount(state.clone())
+    }
+}
+
+impl Drop for ClientCount {
+    fn drop(&mut self) {
+        self.0.store.clients().fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 fn reload(state: &Arc<AppState>) {
