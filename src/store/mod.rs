@@ -1040,25 +1040,19 @@ mod tests {
         // With clients counted and concurrent writes, the writer waits for more before small
         // commits: every write still commits, none is lost or answered twice.
         let (_path, store) = temp_db();
-        store
-            .write(|c| {
-                c.execute_batch("CREATE TABLE t (v INTEGER)")?;
-                Ok(())
-            })
-            .await
-            .unwrap();
+        create_t(&store, "v INTEGER").await;
         store.clients().store(64, Ordering::Relaxed);
-        let mut tasks = Vec::new();
-        for i in 0..200i64 {
-            let s = store.clone();
-            tasks.push(tokio::spawn(async move {
-                s.write_shared(move |c| {
-                    c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                    Ok(i)
+        let tasks: Vec<_> = (0..200i64)
+            .map(|i| {
+                let s = store.clone();
+                tokio::spawn(async move {
+                    s.write_shared(move |c| {
+                        Ok(c.execute("INSERT INTO t (v) VALUES (?1)", [i]).map(|_| i)?)
+                    })
+                    .await
                 })
-                .await
-            }));
-        }
+            })
+            .collect();
         let done: Vec<i64> = futures_join(tasks)
             .await
             .into_iter()
