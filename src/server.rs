@@ -188,7 +188,7 @@ pub async fn run(
         let stop = stop_rx.clone();
         tokio::spawn(async move {
             let _client = ClientCount::enter(&state);
-            serve_connection(state.clone(), stream, acceptor, stop).await;
+            serve_connection(state, stream, acceptor, stop).await;
             drop(permit);
         });
     }

@@ -242,47 +242,46 @@ pub fn ingest(
     // and ids, in the order the client sent them).
     for name in &batch.to_list {
         let known = if cached { cache.name(org, name) } else { None };
-        if known.is_none() && new_in_a_row >= 2 {
-            let next = seq + 1;
-            if insert_new.get()?.execute(params![org, name, next, now])? == 1 {
-                seq = next;
-                *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
-                let id = conn.last_insert_rowid();
-                if cached {
-                    cache.set_name(org, name, id, now);
-                }
-                continue;
-            }
-            new_in_a_row = 0;
-        }
-        let listed: Option<(i64, i64)> = match known {
-            Some(known) => Some(known),
-            None => find
+        let mut new = known.is_none()
+            && new_in_a_row >= 2
+            && insert_new
                 .get()?
-                .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?,
-        };
-        if listed.is_some() {
-            new_in_a_row = 0;
-        }
-        let id = match listed {
-            Some((id, seen)) if seen == now => id,
-            Some((id, _)) => {
-                touch.get()?.execute(params![id, now])?;
-                id
-            }
-            None => {
-                if start_seq.is_none() {
-                    seq = list_position(conn, cache, org)?;
-                    start_seq = Some(seq);
+                .execute(params![org, name, seq + 1, now])?
+                == 1;
+        let id = if new {
+            conn.last_insert_rowid()
+        } else {
+            let listed: Option<(i64, i64)> = match known {
+                Some(known) => Some(known),
+                None => find
+                    .get()?
+                    .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?,
+            };
+            match listed {
+                Some((id, seen)) => {
+                    new_in_a_row = 0;
+                    if seen != now {
+                        touch.get()?.execute(params![id, now])?;
+                    }
+                    id
                 }
-                seq += 1;
-                insert.get()?.execute(params![org, name, seq, now])?;
-                *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
-                new_in_a_row += 1;
-                conn.last_insert_rowid()
+                None => {
+                    if start_seq.is_none() {
+                        seq = list_position(conn, cache, org)?;
+                        start_seq = Some(seq);
+                    }
+                    insert.get()?.execute(params![org, name, seq + 1, now])?;
+                    new = true;
+                    conn.last_insert_rowid()
+                }
             }
         };
+        if new {
+            seq += 1;
+            *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
+            new_in_a_row += 1;
+        }
         if cached && known != Some((id, now)) {
             cache.set_name(org, name, id, now);
         }

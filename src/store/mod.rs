@@ -543,25 +543,13 @@ fn writer_loop(
         };
         let first_alone = first.mode == WriteMode::Alone;
         jobs.push(first);
-        let mut lingered = false;
-        loop {
-            while !first_alone && held.is_none() && jobs.len() < MAX_GROUP {
-                match rx.try_recv() {
-                    Ok(j) if j.mode == WriteMode::Alone => {
-                        held = Some(j);
-                        break;
-                    }
-                    Ok(j) => jobs.push(j),
-                    Err(_) => break,
-                }
-            }
-            let may_gather = !first_alone && held.is_none();
+        if !first_alone {
+            gather(&mut rx, &mut jobs, &mut held);
             let clients = clients.load(Ordering::Relaxed);
-            if lingered || !may_gather || !should_linger(jobs.len(), previous, clients) {
-                break;
+            if held.is_none() && should_linger(jobs.len(), previous, clients) {
+                std::thread::sleep(LINGER);
+                gather(&mut rx, &mut jobs, &mut held);
             }
-            lingered = true;
-            std::thread::sleep(LINGER);
         }
         previous = jobs.len();
         job_count.fetch_add(jobs.len() as u64, Ordering::Relaxed);
@@ -586,6 +574,18 @@ fn writer_loop(
         commits.load(Ordering::Relaxed),
         cache.clears()
     );
+}
+
+/// Adds the queued jobs to the group in `jobs`, up to `MAX_GROUP`, without waiting; a large
+/// (`Alone`) job ends the group and is left in `held` for the next transaction.
+fn gather(rx: &mut mpsc::Receiver<Job>, jobs: &mut Vec<Job>, held: &mut Option<Job>) {
+    while held.is_none() && jobs.len() < MAX_GROUP {
+        match rx.try_recv() {
+            Ok(j) if j.mode == WriteMode::Alone => *held = Some(j),
+            Ok(j) => jobs.push(j),
+            Err(_) => break,
+        }
+    }
 }
 
 /// Runs `jobs` in one write transaction and tells each how it ended.
