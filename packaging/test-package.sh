@@ -7,7 +7,8 @@
 #      must be in `serve --help`, and a short `serve --demo` on a free port must answer real HTTPS
 #      requests (curl) and take an online `parasol backup` while serving;
 #   4. runs `systemd-analyze verify` on the unit and `systemd-analyze security --offline=yes`,
-#      failing above the exposure level below.
+#      failing above the exposure level below;
+#   5. runs the unit under a real systemd with packaging/test-systemd.sh (as root).
 # Installs what it needs with apt-get when missing (as root). Nothing is installed on the system
 # from the package itself: dpkg -i is left to the operator.
 set -euo pipefail
@@ -257,6 +258,15 @@ if [ ${#tracer[@]} -gt 0 ]; then
     ok "all $(wc -l <"$work/used") system calls the server made pass SystemCallFilter="
 else
     echo "test-package: SKIPPED: strace cannot trace here, so the system-call filter was not compared"
+fi
+
+# --- 5. the unit under a real systemd ------------------------------------------------------------
+# Booting systemd in namespaces of its own takes root (as CI runs); a developer's unprivileged run
+# says that this step did not run.
+if [ "$(id -u)" = 0 ]; then
+    bash packaging/test-systemd.sh "$deb"
+else
+    echo "test-package: SKIPPED: not root, so the unit was not run under systemd (test-systemd.sh)"
 fi
 
 echo "test-package: all package checks passed"
