@@ -7,8 +7,9 @@
 # seen through overlays: the package's files are added to /usr and /etc, and whatever systemd or
 # the service writes to /etc or /var lands in this check's temporary directory. Its own /run and
 # /etc/systemd/system are empty tmpfs, so none of the host's enabled units start, and the units
-# that would act on the host's kernel, devices, clock, swap or /tmp are masked. The network is
-# the host's: the service listens on a free loopback port.
+# that would act on the host's kernel, devices, clock, swap or /tmp are masked. A cgroup namespace
+# keeps systemd's cgroups below this check's own. The network is the host's: the service listens
+# on a free loopback port.
 #
 #   usage: packaging/test-systemd.sh PACKAGE.deb      (as root)
 set -euo pipefail
@@ -26,14 +27,30 @@ for cmd in unshare nsenter systemd-sysusers dpkg-deb curl; do
     command -v "$cmd" >/dev/null || fail "$cmd is missing"
 done
 [ -x /lib/systemd/systemd ] || fail "/lib/systemd/systemd is missing (apt-get install systemd)"
+# A second systemd beside the host's own would share its cgroup tree; this check is for build
+# hosts and CI machines that do not boot with systemd (containers, VMs like the CI's).
+if [ -d /run/systemd/system ]; then
+    echo "test-systemd: SKIPPED: this host runs systemd itself; run the check in a container or VM"
+    exit 0
+fi
 
 work=$(mktemp -d /tmp/parasol-systemd.XXXXXX)
 unshare_pid=
+# The cgroups systemd makes (units' slices and scopes) stay behind, empty, when it is killed.
+cgroup_dirs() {
+    find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -type d \
+        \( -name '*.slice' -o -name '*.scope' -o -name '*.service' -o -name '*.socket' \) | sort
+}
 cleanup() {
     # unshare --kill-child: systemd, and with it the whole namespace, goes when unshare goes.
     if [ -n "$unshare_pid" ]; then
         kill -KILL "$unshare_pid" 2>/dev/null || true
         wait "$unshare_pid" 2>/dev/null || true
+        for _ in $(seq 1 50); do
+            cgroup_dirs | comm -13 "$work/cgroups.before" - | sort -r >"$work/cgroups.new"
+            [ -s "$work/cgroups.new" ] || break
+            xargs -r rmdir <"$work/cgroups.new" 2>/dev/null || sleep 0.1
+        done
     fi
     rm -rf "$work"
 }
@@ -65,6 +82,18 @@ mount -t overlay overlay -o lowerdir=/etc,upperdir=$work/root/etc,workdir=$work/
 mount -t overlay overlay -o lowerdir=/var,upperdir=$work/var,workdir=$work/var.work /var
 mount -t tmpfs tmpfs /run
 mount -t tmpfs tmpfs /etc/systemd/system
+# The cgroup hierarchies mounted afresh inside the new cgroup namespace: their root is the cgroup
+# this check runs in, so systemd's slices and scopes are made below it, not beside the host's.
+mount -t tmpfs -o mode=0755 tmpfs /sys/fs/cgroup
+while IFS=: read -r _ controllers _; do
+    case "\$controllers" in
+        "") dir=unified type=cgroup2 opts= ;;
+        name=*) dir=\${controllers#name=} type=cgroup opts=none,\$controllers ;;
+        *) dir=\$controllers type=cgroup opts=\$controllers ;;
+    esac
+    mkdir -p "/sys/fs/cgroup/\$dir"
+    mount -t "\$type" \${opts:+-o "\$opts"} cgroup "/sys/fs/cgroup/\$dir"
+done </proc/self/cgroup
 mask() { ln -sf /dev/null "/etc/systemd/system/\$1"; }
 # Everything the early boot targets pull in, but the journal.
 for target in sysinit sockets timers paths local-fs basic; do
@@ -79,7 +108,7 @@ done
 for unit in swap.target tmp.mount getty.target remote-fs.target systemd-remount-fs.service \
     systemd-fsck-root.service systemd-udevd.service systemd-udev-trigger.service \
     systemd-timesyncd.service systemd-networkd.service systemd-resolved.service \
-    systemd-logind.service dbus.service; do
+    systemd-logind.service dbus.service modprobe@.service; do
     mask "\$unit"
 done
 exec /lib/systemd/systemd --system --unit=basic.target
@@ -87,7 +116,8 @@ EOF
 chmod +x "$work/boot.sh"
 
 # --- boot ---------------------------------------------------------------------------------------
-unshare --pid --fork --kill-child --mount --mount-proc "$work/boot.sh" >"$work/boot.log" 2>&1 &
+cgroup_dirs >"$work/cgroups.before"
+unshare --pid --fork --kill-child --mount --mount-proc --cgroup "$work/boot.sh" >"$work/boot.log" 2>&1 &
 unshare_pid=$!
 sd_pid=
 for _ in $(seq 1 100); do
