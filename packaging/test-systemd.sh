@@ -3,13 +3,13 @@
 # real systemd, does what the README's "Install on an appliance" section says, with every one of
 # its sandboxing settings in force. systemd-analyze only reads the unit; this starts it.
 #
-# systemd boots as PID 1 of a new PID and mount namespace (`unshare`), the host's file systems
-# seen through overlays: the package's files are added to /usr and /etc, and whatever systemd or
-# the service writes to /etc or /var lands in this check's temporary directory. Its own /run and
-# /etc/systemd/system are empty tmpfs, so none of the host's enabled units start, and the units
-# that would act on the host's kernel, devices, clock, swap or /tmp are masked. A cgroup namespace
-# keeps systemd's cgroups below this check's own. The network is the host's: the service listens
-# on a free loopback port.
+# systemd boots as PID 1 of new PID, mount and cgroup namespaces (`unshare`), the host's file
+# systems seen through overlays: the package's files are added to /usr and /etc, and whatever
+# systemd or the service writes to /etc or /var lands in this check's temporary directory. Its own
+# /run and /etc/systemd/system are empty tmpfs, so none of the host's enabled units start, and the
+# units that would act on the host's kernel, devices, clock, swap or /tmp are masked. A cgroup
+# namespace keeps systemd's cgroups below this check's own. The network is the host's: the service
+# listens on a free loopback port.
 #
 #   usage: packaging/test-systemd.sh PACKAGE.deb      (as root)
 set -euo pipefail
@@ -117,7 +117,8 @@ chmod +x "$work/boot.sh"
 
 # --- boot ---------------------------------------------------------------------------------------
 cgroup_dirs >"$work/cgroups.before"
-unshare --pid --fork --kill-child --mount --mount-proc --cgroup "$work/boot.sh" >"$work/boot.log" 2>&1 &
+unshare --pid --fork --kill-child --mount --mount-proc --cgroup "$work/boot.sh" \
+    >"$work/boot.log" 2>&1 &
 unshare_pid=$!
 sd_pid=
 for _ in $(seq 1 100); do
@@ -139,7 +140,8 @@ case "$state" in
     degraded) inside systemctl --failed --no-pager >&2 || true ;;
     *) cat "$work/boot.log" >&2; fail "systemd did not finish booting (state: $state)" ;;
 esac
-ok "systemd $(inside systemctl --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p') booted in a namespace ($state)"
+version=$(inside systemctl --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p')
+ok "systemd $version booted in a namespace ($state)"
 
 # --- the service --------------------------------------------------------------------------------
 journal() { inside journalctl -u parasol.service -o cat --no-pager 2>/dev/null; }
@@ -152,7 +154,11 @@ wait_ready() {
         [ -n "$url" ] && break
         sleep 0.1
     done
-    [ -n "$url" ] || { journal >&2; inside systemctl status parasol.service --no-pager >&2 || true; fail "no ready line"; }
+    if [ -z "$url" ]; then
+        journal >&2
+        inside systemctl status parasol.service --no-pager >&2 || true
+        fail "no ready line"
+    fi
     echo "$url"
 }
 
@@ -162,8 +168,8 @@ url=$(wait_ready 1)
 pid=$(main_pid)
 uid=$(inside awk '/^Uid:/ { print $2 }' "/proc/$pid/status")
 [ "$uid" = "$(inside id -u parasol)" ] || fail "the service runs as uid $uid, not as user parasol"
-[ "$(inside stat -c %U:%a /var/lib/parasol)" = parasol:750 ] ||
-    fail "/var/lib/parasol is $(inside stat -c %U:%a /var/lib/parasol), not parasol:750 (StateDirectory=)"
+state_dir=$(inside stat -c %U:%a /var/lib/parasol)
+[ "$state_dir" = parasol:750 ] || fail "/var/lib/parasol is $state_dir, not parasol:750 (StateDirectory=)"
 ok "parasol.service started as user parasol on $url; /var/lib/parasol parasol:750"
 
 # The README's provisioning command, as root, on the live server's database.
@@ -172,11 +178,14 @@ created=$(inside /usr/bin/parasol org create --data-dir /var/lib/parasol --name 
 key=$(sed -n 's/.*"customerKey": *"\([^"]*\)".*/\1/p' <<<"$created")
 [ -n "$key" ] || fail "org create printed no customerKey: $created"
 event() { # NAME -> one event for dstDomain NAME
-    printf '{"deviceId":"ba6a59f4-e692-4724-ba36-c28132c761de","deviceVersion":"13.7a","eventTime":"2026-11-22T10:00:00.0Z","alertTime":"2026-11-22T10:00:01Z","dstDomain":"%s","dstUrl":"http://%s/x","protocolVersion":"1.0a","providerName":"Security Platform"}' "$1" "$1"
+    printf '{"deviceId":"ba6a59f4-e692-4724-ba36-c28132c761de","deviceVersion":"13.7a",'
+    printf '"eventTime":"2026-11-22T10:00:00.0Z","alertTime":"2026-11-22T10:00:01Z",'
+    printf '"dstDomain":"%s","dstUrl":"http://%s/x",' "$1" "$1"
+    printf '"protocolVersion":"1.0a","providerName":"Security Platform"}'
 }
 post() { # BODY-FILE -> HTTP status
-    curl -sk --max-time 30 -o "$work/post.json" -w '%{http_code}' -H 'content-type: application/json' \
-        --data-binary "@$1" "$url/1.0/events?customerKey=$key"
+    curl -sk --max-time 30 -o "$work/post.json" -w '%{http_code}' \
+        -H 'content-type: application/json' --data-binary "@$1" "$url/1.0/events?customerKey=$key"
 }
 event systemd-check.example >"$work/one.json"
 status=$(post "$work/one.json")
@@ -191,10 +200,12 @@ status=$(post "$work/one.json")
     printf ']'
 } >"$work/batch.json"
 status=$(post "$work/batch.json")
-[ "$status" = 202 ] || fail "POST of a $(stat -c %s "$work/batch.json")-byte batch answered $status: $(cat "$work/post.json")"
+batch_bytes=$(stat -c %s "$work/batch.json")
+[ "$status" = 202 ] || fail "POST of a $batch_bytes-byte batch answered $status: $(cat "$work/post.json")"
 listed=$(curl -sk --max-time 10 "$url/1.0/domains?customerKey=$key&limit=200&page=3")
-grep -q '"host400.systemd-check.example"' <<<"$listed" || fail "the batch's domains are not listed: $listed"
-ok "provisioned as root while serving; POST /1.0/events 202 (one event, and 400 in $(stat -c %s "$work/batch.json") bytes); listed"
+grep -q '"host400.systemd-check.example"' <<<"$listed" ||
+    fail "the batch's domains are not listed: $listed"
+ok "provisioned as root while serving; POST /1.0/events 202 (one event; 400 in $batch_bytes bytes); listed"
 
 # setpriority passes the unit's system-call filter: the background threads run at nice 5.
 nice=$(inside sh -c 'for t in /proc/'"$pid"'/task/*; do
