@@ -13,6 +13,7 @@
 # from the package itself: dpkg -i is left to the operator.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. packaging/lib.sh
 
 # The unit's exposure as systemd-analyze scores it (0 safest .. 10); 2.0 and below is "OK".
 MAX_EXPOSURE=2.0
@@ -148,12 +149,7 @@ launcher_pid=$!
 server_pid=$launcher_pid
 if [ ${#tracer[@]} -gt 0 ]; then
     # The server is strace's child; signals go to it, and strace exits with its status.
-    server_pid=
-    for _ in $(seq 1 100); do
-        server_pid=$(pgrep -P "$launcher_pid" | head -n1 || true)
-        [ -n "$server_pid" ] && break
-        sleep 0.1
-    done
+    server_pid=$(first_child "$launcher_pid")
     [ -n "$server_pid" ] || fail "the server did not start under strace"
 fi
 url=

@@ -14,6 +14,7 @@
 #   usage: packaging/test-systemd.sh PACKAGE.deb      (as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. packaging/lib.sh
 
 fail() {
     echo "test-systemd: FAIL: $*" >&2
@@ -120,12 +121,7 @@ cgroup_dirs >"$work/cgroups.before"
 unshare --pid --fork --kill-child --mount --mount-proc --cgroup "$work/boot.sh" \
     >"$work/boot.log" 2>&1 &
 unshare_pid=$!
-sd_pid=
-for _ in $(seq 1 100); do
-    sd_pid=$(pgrep -P "$unshare_pid" | head -n1 || true)
-    [ -n "$sd_pid" ] && break
-    sleep 0.1
-done
+sd_pid=$(first_child "$unshare_pid")
 [ -n "$sd_pid" ] || { cat "$work/boot.log" >&2; fail "systemd did not start in the namespace"; }
 inside() { nsenter -t "$sd_pid" -m -p "$@"; }
 state=
