@@ -958,11 +958,27 @@ mod tests {
         blocker
     }
 
-    fn temp_db() -> (PathBuf, Store) {
+    /// A test database's directory, removed when dropped (after a failed assertion too).
+    struct TempDir(PathBuf);
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    impl std::ops::Deref for TempDir {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    fn temp_db() -> (TempDir, Store) {
         let dir = std::env::temp_dir().join(format!("parasol-store-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let store = Store::open(&dir.join("parasol.db")).unwrap();
-        (dir, store)
+        (TempDir(dir), store)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1014,7 +1030,6 @@ mod tests {
             "WAL file reached {largest} bytes after {written} bytes of commits, truncated {shrunk} times"
         );
         store.close();
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
@@ -1039,7 +1054,7 @@ mod tests {
     async fn writes_still_commit_and_answer_while_the_writer_gathers() {
         // With clients counted and concurrent writes, the writer waits for more before small
         // commits: every write still commits, none is lost or answered twice.
-        let (_path, store) = temp_db();
+        let (_dir, store) = temp_db();
         create_t(&store, "v INTEGER").await;
         store.clients().store(64, Ordering::Relaxed);
         let tasks: Vec<_> = (0..200i64)
@@ -1068,19 +1083,18 @@ mod tests {
 
     #[test]
     fn the_database_file_is_synced_through_sqlites_own_handle() {
-        let (dir, store) = temp_db();
+        let (_dir, store) = temp_db();
         let c = open_connection(store.path()).unwrap();
         c.execute_batch("CREATE TABLE s (x); INSERT INTO s VALUES (1);")
             .unwrap();
         assert_eq!(sync_database_file(&c), Ok(()));
         drop(c);
         store.close();
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
     fn connections_are_durable_wal_with_foreign_keys() {
-        let (dir, store) = temp_db();
+        let (_dir, store) = temp_db();
         let c = open_connection(store.path()).unwrap();
         let mode: String = c
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -1095,7 +1109,6 @@ mod tests {
             "WAL, synchronous=FULL, foreign keys on"
         );
         store.close();
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
@@ -1120,12 +1133,11 @@ mod tests {
         assert_eq!(size, 4096);
         c.execute("INSERT INTO t (x) VALUES (1)", []).unwrap();
         drop(c);
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_share_transactions_and_failures_stay_isolated() {
-        let (dir, store) = temp_db();
+        let (_dir, store) = temp_db();
         create_t(&store, "v INTEGER UNIQUE").await;
         let before = store.commit_count();
         let blocker = hold_writer(&store).await;
@@ -1163,12 +1175,11 @@ mod tests {
             "201 writes took {commits} transactions: no group commit"
         );
         store.close();
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn a_failing_write_alone_in_its_transaction_leaves_nothing() {
-        let (dir, store) = temp_db();
+        let (_dir, store) = temp_db();
         create_t(&store, "v INTEGER UNIQUE").await;
         // One job at a time: each runs without a savepoint.
         let failed = store
@@ -1201,12 +1212,11 @@ mod tests {
             "the failed write's row is gone, the next one stays"
         );
         store.close();
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failing_shared_write_fails_its_whole_group_and_stores_nothing() {
-        let (dir, store) = temp_db();
+        let (_dir, store) = temp_db();
         create_t(&store, "v INTEGER").await;
         let blocker = hold_writer(&store).await;
         let mut tasks = Vec::new();
@@ -1242,7 +1252,6 @@ mod tests {
             .await
             .unwrap();
         store.close();
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     async fn futures_join<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
@@ -1257,7 +1266,7 @@ mod tests {
     /// what it recorded in the writer's cache with it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_failed_write_leaves_nothing_in_the_writer_cache() {
-        let (dir, store) = temp_db();
+        let (_dir, store) = temp_db();
         store
             .write(|c| {
                 c.execute(
@@ -1296,17 +1305,15 @@ mod tests {
             .unwrap();
         assert_eq!(after, None, "the rolled-back key is not remembered");
         store.close();
-        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]
     async fn writes_after_close_fail_cleanly() {
-        let (dir, store) = temp_db();
+        let (_dir, store) = temp_db();
         store.close();
         assert!(matches!(
             store.write(|_| Ok(())).await,
             Err(StoreError::Closed)
         ));
-        let _ = std::fs::remove_dir_all(dir);
     }
 }
