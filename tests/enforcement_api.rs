@@ -377,6 +377,36 @@ async fn large_batches_are_all_or_nothing_too() {
     assert_eq!(event_count(&s, org), 400);
 }
 
+/// decisions.md: a refused batch lists every bad element. A client with one systematic mistake
+/// (here the provider name) in a batch of thousands learns of every element; an element with
+/// many problems past the first thousand entries is named by its first.
+#[tokio::test]
+async fn a_refused_batch_names_every_bad_element() {
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("a");
+    let n = 2500;
+    let mut batch: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut e = event(&format!("e{i}.example"));
+            e["providerName"] = json!("Other Platform");
+            e
+        })
+        .collect();
+    batch.push(json!({}));
+    let r = s.post_json(&events_path(&key), &Value::Array(batch)).await;
+    assert_enf_error(&r, 400, "BadRequestError");
+    let errors = r.json()["errors"].as_object().unwrap().clone();
+    assert_eq!(errors.len(), n + 1, "one entry per bad element");
+    for i in [0, 999, 1000, n - 1] {
+        assert_eq!(
+            errors[&format!("[{i}].providerName")],
+            "must be Security Platform"
+        );
+    }
+    assert_eq!(errors[&format!("[{n}].deviceId")], "is required");
+    assert_eq!(event_count(&s, org), 0);
+}
+
 #[tokio::test]
 async fn malformed_bodies() {
     let s = TestServer::start().await;

@@ -5,9 +5,15 @@ use serde_json::{Map, Value};
 
 use super::domain::{self, DomainError};
 
-/// Most entries listed in one `errors` map; a body with more problems is still refused whole.
-// SECURITY: a 1 MiB body of empty objects would otherwise produce a response of many megabytes.
-pub const MAX_ERRORS: usize = 1000;
+/// Entries of an `errors` map past which only each bad element's first problem is listed: every
+/// bad element is still named (decisions.md), and a batch of thousands gets one entry each.
+pub const DETAILED_ERRORS: usize = 1000;
+
+/// Most entries in one `errors` map. A 1 MiB body holds more elements than this only if they
+/// average under 105 bytes, far less than an event with its eight required fields (about 200), so
+/// every bad element of a batch of events is named.
+// SECURITY: a 1 MiB body of 524,000 one-byte elements would otherwise get a 16 MB answer.
+pub const MAX_ERRORS: usize = 10_000;
 
 /// An event that passed validation. The event itself is stored as sent: see [`events_text`].
 #[derive(Debug, Clone, PartialEq)]
@@ -45,32 +51,59 @@ pub fn events_text(valid_body: &[u8]) -> String {
 pub enum EventsError {
     /// Not JSON, or JSON that is neither an object nor an array; the message says which.
     Malformed(String),
-    /// One or more fields are missing or invalid: `(key, problem)` in order.
-    Fields(Vec<(String, String)>),
+    /// One or more fields are missing or invalid, in order.
+    Fields(Vec<FieldError>),
 }
 
-/// Required string fields; the second name is the alternative spelling, if any.
-const REQUIRED: &[(&str, Option<&str>)] = &[
-    ("deviceId", Some("deviceID")),
+/// One problem of a refused body: a field of one element, named by the spelling the client sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldError {
+    /// The element's position in an array body; `None` for a body that is one event object.
+    pub index: Option<u32>,
+    /// The field as sent; empty when the element itself is wrong (not an object).
+    pub field: &'static str,
+    pub problem: &'static str,
+}
+
+/// Displays as the entry's key in the `errors` map: `dstDomain`, `[3].dstDomain` or `[3]`.
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.index, self.field) {
+            (Some(i), "") => write!(f, "[{i}]"),
+            (Some(i), field) => write!(f, "[{i}].{field}"),
+            (None, field) => f.write_str(field),
+        }
+    }
+}
+
+/// A field's alternative spelling and the problem named when both are sent with different values.
+type Alt = Option<(&'static str, &'static str)>;
+
+/// Required string fields, with the alternative spelling if there is one.
+const REQUIRED: &[(&str, Alt)] = &[
+    ("deviceId", Some(("deviceID", "conflicts with deviceId"))),
     ("deviceVersion", None),
     ("eventTime", None),
     ("alertTime", None),
     ("dstDomain", None),
-    ("dstUrl", Some("dstURL")),
+    ("dstUrl", Some(("dstURL", "conflicts with dstUrl"))),
     ("protocolVersion", None),
     ("providerName", None),
 ];
 
 /// Optional string fields.
-const OPTIONAL: &[(&str, Option<&str>)] = &[
-    ("dstIp", Some("dstIP")),
+const OPTIONAL: &[(&str, Alt)] = &[
+    ("dstIp", Some(("dstIP", "conflicts with dstIp"))),
     ("eventSeverity", None),
     ("eventType", None),
     ("eventDescription", None),
     ("eventHash", None),
     ("fileName", None),
     ("fileHash", None),
-    ("externalUrl", Some("externalURL")),
+    (
+        "externalUrl",
+        Some(("externalURL", "conflicts with externalUrl")),
+    ),
     ("src", None),
 ];
 
@@ -88,7 +121,7 @@ fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
         .map_err(|e| EventsError::Malformed(format!("Malformed JSON: {e}")))?;
     let mut errors = Vec::new();
     let events = match value {
-        Value::Object(obj) => match validate_event(&obj, "", &mut errors) {
+        Value::Object(obj) => match validate_event(&obj, None, &mut errors) {
             Some(ev) if errors.is_empty() => vec![ev],
             _ => Vec::new(),
         },
@@ -98,14 +131,20 @@ fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
             }
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let prefix = format!("[{i}].");
+                // A 1 MiB body holds fewer than 2^32 elements.
+                let index = Some(i as u32);
                 match item {
                     Value::Object(obj) => {
-                        if let Some(ev) = validate_event(obj, &prefix, &mut errors) {
+                        if let Some(ev) = validate_event(obj, index, &mut errors) {
                             out.push(ev);
                         }
                     }
-                    _ => push(&mut errors, format!("[{i}]"), "must be an object"),
+                    _ if errors.len() < MAX_ERRORS => errors.push(FieldError {
+                        index,
+                        field: "",
+                        problem: "must be an object",
+                    }),
+                    _ => {}
                 }
             }
             out
@@ -123,9 +162,29 @@ fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
     }
 }
 
-fn push(errors: &mut Vec<(String, String)>, key: String, msg: &str) {
-    if errors.len() < MAX_ERRORS {
-        errors.push((key, msg.to_string()));
+/// The problems of one element, recorded into the body's list: all of them while the list is
+/// short, only the element's first once it holds `DETAILED_ERRORS` entries, none past
+/// `MAX_ERRORS`.
+struct ElementErrors<'e> {
+    errors: &'e mut Vec<FieldError>,
+    index: Option<u32>,
+    start: usize,
+}
+
+impl ElementErrors<'_> {
+    fn push(&mut self, field: &'static str, problem: &'static str) {
+        let n = self.errors.len();
+        if n < DETAILED_ERRORS || (n == self.start && n < MAX_ERRORS) {
+            self.errors.push(FieldError {
+                index: self.index,
+                field,
+                problem,
+            });
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.errors.len() != self.start
     }
 }
 
@@ -134,47 +193,50 @@ fn push(errors: &mut Vec<(String, String)>, key: String, msg: &str) {
 fn field<'a>(
     obj: &'a Map<String, Value>,
     name: &'static str,
-    alt: Option<&'static str>,
-    prefix: &str,
-    errors: &mut Vec<(String, String)>,
+    alt: Alt,
+    errors: &mut ElementErrors,
 ) -> Option<(&'static str, &'a Value)> {
     let a = obj.get(name).filter(|v| !v.is_null());
-    let b = alt.and_then(|alt| obj.get(alt).filter(|v| !v.is_null()).map(|v| (alt, v)));
+    let b = alt.and_then(|(alt, conflict)| {
+        obj.get(alt)
+            .filter(|v| !v.is_null())
+            .map(|v| (alt, conflict, v))
+    });
     match (a, b) {
-        (Some(a), Some((alt, b))) => {
+        (Some(a), Some((alt, conflict, b))) => {
             if a != b {
-                push(
-                    errors,
-                    format!("{prefix}{alt}"),
-                    &format!("conflicts with {name}"),
-                );
+                errors.push(alt, conflict);
             }
             Some((name, a))
         }
         (Some(a), None) => Some((name, a)),
-        (None, Some(b)) => Some(b),
+        (None, Some((alt, _, b))) => Some((alt, b)),
         (None, None) => None,
     }
 }
 
 fn validate_event(
     obj: &Map<String, Value>,
-    prefix: &str,
-    errors: &mut Vec<(String, String)>,
+    index: Option<u32>,
+    errors: &mut Vec<FieldError>,
 ) -> Option<ValidEvent> {
-    let before = errors.len();
+    let start = errors.len();
+    let errors = &mut ElementErrors {
+        errors,
+        index,
+        start,
+    };
     let mut domain_out = None;
     for &(name, alt) in REQUIRED {
-        let Some((spelled, value)) = field(obj, name, alt, prefix, errors) else {
-            push(errors, format!("{prefix}{name}"), "is required");
+        let Some((spelled, value)) = field(obj, name, alt, errors) else {
+            errors.push(name, "is required");
             continue;
         };
-        let key = || format!("{prefix}{spelled}");
         let Value::String(s) = value else {
-            push(errors, key(), "must be a string");
+            errors.push(spelled, "must be a string");
             continue;
         };
-        let problem: Option<&str> = match name {
+        let problem: Option<&'static str> = match name {
             "eventTime" | "alertTime" => crate::timefmt::parse_rfc3339(s)
                 .is_none()
                 .then_some("is invalid"),
@@ -192,18 +254,18 @@ fn validate_event(
             _ => s.is_empty().then_some("must not be empty"),
         };
         if let Some(p) = problem {
-            push(errors, key(), p);
+            errors.push(spelled, p);
         }
     }
     for &(name, alt) in OPTIONAL {
-        if let Some((spelled, value)) = field(obj, name, alt, prefix, errors) {
+        if let Some((spelled, value)) = field(obj, name, alt, errors) {
             match value {
                 Value::String(s) => {
                     if name == "dstIp" && s.parse::<std::net::Ipv4Addr>().is_err() {
-                        push(errors, format!("{prefix}{spelled}"), "is invalid");
+                        errors.push(spelled, "is invalid");
                     }
                 }
-                _ => push(errors, format!("{prefix}{spelled}"), "must be a string"),
+                _ => errors.push(spelled, "must be a string"),
             }
         }
     }
@@ -211,15 +273,11 @@ fn validate_event(
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
         Some(_) => {
-            push(
-                errors,
-                format!("{prefix}disableDstSafeguards"),
-                "must be a boolean",
-            );
+            errors.push("disableDstSafeguards", "must be a boolean");
             false
         }
     };
-    if errors.len() != before {
+    if errors.any() {
         return None;
     }
     Some(ValidEvent {
@@ -382,7 +440,10 @@ mod tests {
 
     fn errors_of(v: &Value) -> Vec<(String, String)> {
         match validate_body(v.to_string().as_bytes()) {
-            Err(EventsError::Fields(f)) => f,
+            Err(EventsError::Fields(f)) => f
+                .iter()
+                .map(|e| (e.to_string(), e.problem.to_string()))
+                .collect(),
             other => panic!("expected field errors, got {other:?}"),
         }
     }
@@ -585,12 +646,35 @@ mod tests {
     }
 
     #[test]
-    fn error_list_is_bounded() {
+    fn every_bad_element_is_listed_and_the_list_stays_bounded() {
+        // 2001 empty objects: 8 problems each. The first 125 elements are listed with all of
+        // them (1000 entries); every later element with its first.
         let body = format!("[{}{{}}]", "{},".repeat(2000));
+        let errors = errors_of(&serde_json::from_str(&body).unwrap());
+        assert_eq!(errors.len(), DETAILED_ERRORS + (2001 - DETAILED_ERRORS / 8));
+        assert_eq!(errors[7], ("[0].providerName".into(), "is required".into()));
         assert_eq!(
-            errors_of(&serde_json::from_str(&body).unwrap()).len(),
-            MAX_ERRORS
+            errors[DETAILED_ERRORS],
+            ("[125].deviceId".into(), "is required".into())
         );
+        let listed: std::collections::BTreeSet<&str> = errors
+            .iter()
+            .map(|(k, _)| k.split('.').next().unwrap())
+            .collect();
+        assert_eq!(listed.len(), 2001, "every element is named");
+        // Elements that are not objects, past the budget too.
+        let mut items = vec![json!({}); 200];
+        items.push(json!(7));
+        assert_eq!(
+            errors_of(&Value::Array(items)).last(),
+            Some(&("[200]".to_string(), "must be an object".to_string()))
+        );
+        // Bodies of tiny elements stop at MAX_ERRORS entries (and are still refused whole).
+        for tiny in ["{}", "1"] {
+            let body = format!("[{}{tiny}]", format!("{tiny},").repeat(MAX_ERRORS + 500));
+            let errors = errors_of(&serde_json::from_str(&body).unwrap());
+            assert_eq!(errors.len(), MAX_ERRORS, "{tiny}");
+        }
     }
 
     proptest! {
