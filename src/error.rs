@@ -301,16 +301,28 @@ mod tests {
             b.to_string(),
             r#"{"statusCode":409,"error":"Conflict","message":"dup","txId":"tx1"}"#
         );
-        for (e, s) in [
-            (MgmtError::BadRequest("x".into()), 400),
-            (MgmtError::TooLarge, 400),
-            (MgmtError::NotFound, 404),
-            (MgmtError::MethodNotAllowed("GET"), 405),
-            (MgmtError::UnsupportedMediaType, 415),
-            (MgmtError::Internal, 500),
+        // decisions.md: `error` holds the status's reason phrase.
+        for (e, s, reason) in [
+            (MgmtError::BadRequest("x".into()), 400, "Bad Request"),
+            (MgmtError::TooLarge, 400, "Bad Request"),
+            (MgmtError::NotFound, 404, "Not Found"),
+            (
+                MgmtError::MethodNotAllowed("GET"),
+                405,
+                "Method Not Allowed",
+            ),
+            (
+                MgmtError::UnsupportedMediaType,
+                415,
+                "Unsupported Media Type",
+            ),
+            (MgmtError::Internal, 500, "Internal Server Error"),
         ] {
             assert_eq!(e.status().as_u16(), s);
-            assert_eq!(e.body("t")["statusCode"], s);
+            let b = e.body("t");
+            assert_eq!(b["statusCode"], s);
+            assert_eq!(b["error"], reason, "{s}");
+            assert_eq!(b["txId"], "t");
         }
     }
 }

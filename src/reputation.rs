@@ -333,7 +333,7 @@ mod tests {
     #[test]
     fn checks_in_order() {
         let rep = Reputation::from_texts(
-            Some("# scores\nbad.example,-1\nsafe.example,1\nunknown.example,0\nsub.safe.example,-1\n"),
+            Some("# scores\nbad.example,-1\nsafe.example,1\nunknown.example,0\nsub.safe.example,-1\npopular.example,-1\nx.cdn.example,-1\n"),
             Some("1,popular.example\n2,cdn.example  # trailing comment\nlisted.test\n"),
         )
         .unwrap();
@@ -346,8 +346,15 @@ mod tests {
             rep.accepts("x.sub.safe.example", false),
             "nearest entry (-1) wins over the +1 parent"
         );
-        assert!(!rep.accepts("popular.example", false), "known good");
+        assert!(
+            !rep.accepts("popular.example", false),
+            "known good (step 2) comes before its -1 score (step 3)"
+        );
         assert!(!rep.accepts("img.cdn.example", false), "known-good parent");
+        assert!(
+            !rep.accepts("x.cdn.example", false),
+            "a known-good parent comes before the name's own -1"
+        );
         assert!(!rep.accepts("listed.test", false));
         assert!(
             rep.accepts("a.example", false),

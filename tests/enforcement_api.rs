@@ -19,6 +19,7 @@ fn domains_path(key: &str) -> String {
 async fn listed(s: &TestServer, key: &str) -> Vec<String> {
     let r = s.get(&format!("{}&limit=200", domains_path(key))).await;
     assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("content-type"), Some("application/json"));
     r.json()["data"]
         .as_array()
         .unwrap()
@@ -156,6 +157,38 @@ async fn alternative_spellings_and_unknown_fields() {
         r.json()["errors"],
         json!({"deviceID": "conflicts with deviceId"})
     );
+    // The same for each pair; the same value under both spellings is fine.
+    let mut e = event("alt2.example");
+    e["dstURL"] = e["dstUrl"].clone();
+    e["dstIp"] = json!("192.0.2.10");
+    e["dstIP"] = json!("192.0.2.10");
+    e["externalUrl"] = json!("https://intel.example/1");
+    e["externalURL"] = json!("https://intel.example/1");
+    assert_eq!(s.post_json(&events_path(&key), &e).await.status, 202);
+    for (alt, other, canonical) in [
+        ("dstURL", json!("http://other.example/"), "dstUrl"),
+        ("dstIP", json!("192.0.2.11"), "dstIp"),
+        (
+            "externalURL",
+            json!("https://intel.example/2"),
+            "externalUrl",
+        ),
+    ] {
+        let mut bad = e.clone();
+        bad[alt] = other;
+        let r = s.post_json(&events_path(&key), &bad).await;
+        assert_enf_error(&r, 400, "BadRequestError");
+        assert_eq!(
+            r.json()["errors"],
+            json!({ alt: format!("conflicts with {canonical}") }),
+            "{alt}"
+        );
+    }
+    assert_eq!(
+        event_count(&s, org),
+        2,
+        "nothing stored from a refused body"
+    );
 }
 
 #[tokio::test]
@@ -207,6 +240,10 @@ async fn required_fields_types_and_fixed_values() {
         ("disableDstSafeguards", json!("yes"), "must be a boolean"),
         ("eventSeverity", json!(5), "must be a string"),
         ("dstUrl", json!(""), "is invalid"),
+        // decisions.md: dstUrl without control characters.
+        ("dstUrl", json!("http://x.example/a\u{0001}b"), "is invalid"),
+        ("dstUrl", json!("http://x.example/\n"), "is invalid"),
+        ("dstUrl", json!("http://x.example/\u{7f}"), "is invalid"),
     ];
     for (field, value, msg) in cases {
         let mut e = event("x.example");
@@ -475,7 +512,19 @@ async fn content_type_is_required_after_credentials() {
         403,
         "InvalidCredentials",
     );
-    // GET and DELETE ignore Content-Type.
+    // 415 comes before the body's own problems (decisions.md's order of checks).
+    assert_enf_error(
+        &s.request(
+            "POST",
+            &events_path(&key),
+            &[("content-type", "text/plain")],
+            Some(b"{oops".to_vec()),
+        )
+        .await,
+        415,
+        "UnsupportedMediaType",
+    );
+    // GET and DELETE ignore Content-Type, whether absent or of another type.
     assert_eq!(
         s.request(
             "GET",
@@ -487,6 +536,23 @@ async fn content_type_is_required_after_credentials() {
         .status,
         200
     );
+    let id = s.get(&domains_path(&key)).await.json()["data"][0]["id"].clone();
+    let by_id = format!("/1.0/domains/{id}?customerKey={key}");
+    let r = s
+        .request("DELETE", &by_id, &[("content-type", "text/plain")], None)
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    s.post_json(&events_path(&key), &event("ct2.example")).await;
+    let r = s
+        .request(
+            "DELETE",
+            &format!("/1.0/domains/ct2.example?customerKey={key}"),
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert!(listed(&s, &key).await.is_empty());
 }
 
 #[tokio::test]
@@ -693,6 +759,13 @@ async fn one_entry_per_name_keeps_its_id() {
     s.post_json(&events_path(&key), &event("repeat.example"))
         .await;
     let first = s.get(&domains_path(&key)).await.json()["data"][0].clone();
+    // decisions.md: lastSeenAt is in epoch seconds (not milliseconds, not a string).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let seen = first["lastSeenAt"].as_i64().expect("an integer");
+    assert!((now - 60..=now + 60).contains(&seen), "{seen} vs {now}");
     s.db()
         .execute(
             "UPDATE domains SET last_seen_at = 1000 WHERE name = 'repeat.example'",
@@ -864,6 +937,37 @@ async fn paging_meta_links_and_limits() {
         200
     );
     let _ = org;
+}
+
+/// decisions.md: without `--public-url`, links are built from the request's Host and the
+/// listener's scheme; a Host that is not a plausible host[:port] is not echoed.
+#[tokio::test]
+async fn links_use_the_request_host_and_the_listener_scheme() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    for d in ["h1.example", "h2.example"] {
+        s.post_json(&events_path(&key), &event(d)).await;
+    }
+    let path = format!("{}&limit=1", domains_path(&key));
+    let with_host = |host: &'static str| {
+        let (s, path) = (&s, path.clone());
+        async move {
+            let r = s.request("GET", &path, &[("host", host)], None).await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            r.json()["meta"]["next"].clone()
+        }
+    };
+    assert_eq!(
+        with_host("parasol.lab:8443").await,
+        format!("https://parasol.lab:8443/1.0/domains?customerKey={key}&page=2&limit=1")
+    );
+    assert_eq!(
+        with_host("evil.example/x?y=").await,
+        format!(
+            "https://{}/1.0/domains?customerKey={key}&page=2&limit=1",
+            s.addr
+        )
+    );
 }
 
 #[tokio::test]

@@ -296,56 +296,81 @@ async fn customer_create_read_list_with_exact_fields() {
 async fn a_customer_is_an_organization_with_a_default_site_and_a_customer_key() {
     let s = TestServer::start().await;
     let w = s.world();
-    let c = s
-        .mgmt(
-            "POST",
-            &sp_customers(&w),
-            &w.sp_cred,
-            Some(&customer("Org")),
-        )
-        .await
-        .json();
-    let id = c["customerId"].as_i64().unwrap();
-    let db = s.db();
-    let (sites, default_sites): (i64, i64) = db
-        .query_row(
-            "SELECT count(*), sum(is_default) FROM sites WHERE organization_id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap();
-    assert_eq!((sites, default_sites), (1, 1));
-    let key: String = db
-        .query_row(
-            "SELECT key FROM customer_keys WHERE organization_id = ?1 AND revoked_at IS NULL",
-            [id],
-            |r| r.get(0),
-        )
-        .unwrap();
-    // The key works on the enforcement interface.
-    let r = s
-        .post_json(
-            &format!("/1.0/events?customerKey={key}"),
-            &event("listed.example"),
-        )
-        .await;
-    assert_eq!(r.status, 202, "{}", r.text());
-    // The customer id is usable as an organization id by the provider's credential.
-    let r = s
-        .mgmt(
-            "GET",
-            &format!("/v1/organizations/{id}/roles"),
-            &w.sp_cred,
-            None,
-        )
-        .await;
-    assert_ne!(r.status, 401);
-    assert_ne!(
-        r.status,
-        404,
-        "a provider reaches its customers' organizations: {}",
-        r.text()
-    );
+    // decisions.md: both kinds of customer (of a service provider, of an MSP).
+    for (path, cred, body) in [
+        (sp_customers(&w), &w.sp_cred, customer("Org")),
+        (
+            msp_customers(&w),
+            &w.msp_cred,
+            json!({"customerName": "Msp Org", "seats": 5}),
+        ),
+    ] {
+        let r = s.mgmt("POST", &path, cred, Some(&body)).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let id = r.json()["customerId"].as_i64().unwrap();
+        let db = s.db();
+        let (sites, default_sites): (i64, i64) = db
+            .query_row(
+                "SELECT count(*), sum(is_default) FROM sites WHERE organization_id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((sites, default_sites), (1, 1), "{path}");
+        let key: String = db
+            .query_row(
+                "SELECT key FROM customer_keys WHERE organization_id = ?1 AND revoked_at IS NULL",
+                [id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        // The key works on the enforcement interface.
+        let r = s
+            .post_json(
+                &format!("/1.0/events?customerKey={key}"),
+                &event("listed.example"),
+            )
+            .await;
+        assert_eq!(r.status, 202, "{}", r.text());
+        // The customer id is usable as an organization id by the parent's credential, and the
+        // built-in roles are visible to the new organization.
+        let r = s
+            .mgmt("GET", &format!("/v1/organizations/{id}/roles"), cred, None)
+            .await;
+        assert_eq!(r.status, 200, "{path}: {}", r.text());
+        let labels: Vec<Value> = r
+            .json()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|role| role["label"].clone())
+            .collect();
+        assert_eq!(
+            labels,
+            [
+                "Full Admin",
+                "Read Only",
+                "Block Page Bypass",
+                "Reporting Only",
+                "Investigate Only",
+                "Security Administrator"
+            ]
+        );
+        let r = s
+            .mgmt("GET", &format!("/v1/organizations/{id}/sites"), cred, None)
+            .await;
+        assert_eq!(r.json().as_array().map(Vec::len), Some(1), "{path}");
+        // Deleting the customer revokes its key.
+        let r = s.mgmt("DELETE", &format!("{path}/{id}"), cred, None).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let r = s
+            .post_json(
+                &format!("/1.0/events?customerKey={key}"),
+                &event("again.example"),
+            )
+            .await;
+        assert_eq!(r.status, 403, "{path}: {}", r.text());
+    }
 }
 
 #[tokio::test]

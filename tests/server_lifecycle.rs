@@ -70,10 +70,41 @@ async fn oversized_request_is_refused_before_its_body_is_read() {
         ),
         "{text}"
     );
+    assert!(
+        text.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{text}"
+    );
+    // Then the server closes the connection (after discarding a little more of the body).
+    let mut rest = [0u8; 4096];
+    let closed = tokio::time::timeout(WAIT, async {
+        loop {
+            match io.read(&mut rest).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the connection was not closed");
     assert_eq!(
         parasol::store::domains::event_count(&s.db(), org).unwrap(),
         0
     );
+
+    // decisions.md's order of checks: route and method, then size, then credentials.
+    let big = Some(vec![b' '; 1024 * 1024 + 1]);
+    let ct = [("content-type", "application/json")];
+    let unknown_key = "/1.0/events?customerKey=2b3c8f2e-8c1d-4f7e-9a0b-1c2d3e4f5a6b";
+    let r = s.request("POST", unknown_key, &ct, big.clone()).await;
+    assert_eq!(r.status, 400, "size before credentials: {}", r.text());
+    assert_eq!(r.json()["message"], "Request too large");
+    let r = s.request("POST", "/1.0/nowhere", &ct, big.clone()).await;
+    assert_eq!(r.status, 404, "route before size: {}", r.text());
+    let r = s.request("PUT", unknown_key, &ct, big.clone()).await;
+    assert_eq!(r.status, 405, "method before size: {}", r.text());
+    let r = s.request("POST", "/v1/nowhere", &ct, big).await;
+    assert_eq!(r.status, 404, "route before size: {}", r.text());
 }
 
 #[tokio::test]
@@ -130,6 +161,10 @@ async fn the_limit_counts_head_and_body_and_chunked_bodies() {
         text.starts_with("HTTP/1.1 400") && text.contains("Request too large"),
         "{text}"
     );
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
 
     // The management interface applies the same rule, in its own error shape.
     let r = s
@@ -143,6 +178,8 @@ async fn the_limit_counts_head_and_body_and_chunked_bodies() {
     assert_eq!(r.status, 400);
     assert_eq!(r.json()["message"], "Request too large");
     assert!(r.json()["txId"].is_string());
+    assert_eq!(r.header("content-type"), Some("application/json"));
+    assert_eq!(r.header("connection"), Some("close"));
 }
 
 #[tokio::test]
@@ -194,6 +231,23 @@ async fn plain_http_mode_for_labs() {
     assert!(
         !s.dir.path().join("tls").exists(),
         "no certificate is made for plain HTTP"
+    );
+    // Links carry the listener's scheme (decisions.md), here http.
+    s.post_json(
+        &format!("/1.0/events?customerKey={key}"),
+        &event("plain2.example"),
+    )
+    .await;
+    let b = s
+        .get(&format!("/1.0/domains?customerKey={key}&limit=1"))
+        .await
+        .json();
+    assert_eq!(
+        b["meta"]["next"],
+        format!(
+            "http://{}/1.0/domains?customerKey={key}&page=2&limit=1",
+            s.addr
+        )
     );
 }
 

@@ -129,10 +129,11 @@ impl Client {
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        let mut req = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("host", self.addr.to_string());
+        let mut req = hyper::Request::builder().method(method).uri(path);
+        // The listener's address, unless the test sends a Host of its own.
+        if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+            req = req.header("host", self.addr.to_string());
+        }
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
