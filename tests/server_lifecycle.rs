@@ -622,3 +622,73 @@ async fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
         .collect();
     assert_eq!(names, ["half-closed.example"]);
 }
+
+/// decisions.md: `--plain-http` logs a warning at start; a TLS server does not.
+#[test]
+fn plain_http_logs_a_warning_at_start() {
+    let dir = TempDir::new();
+    let plain = ChildServer::spawn(dir.path(), &["--plain-http"]);
+    assert!(plain.url.starts_with("http://"), "{}", plain.url);
+    plain.wait_for_log("--plain-http: serving without TLS");
+    let line = plain
+        .stderr_lines
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|l| l.contains("--plain-http"))
+        .cloned()
+        .unwrap();
+    assert!(line.contains("WARN"), "not a warning: {line}");
+    assert!(plain.stop().success());
+    let tls = ChildServer::spawn(dir.path(), &[]);
+    assert!(tls.url.starts_with("https://"), "{}", tls.url);
+    assert!(!tls
+        .stderr_lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("--plain-http")));
+    assert!(tls.stop().success());
+}
+
+/// decisions.md: `--demo` writes the credentials file and also prints it at start (stdout).
+#[test]
+fn demo_credentials_are_printed_at_start() {
+    use std::io::BufRead;
+    let dir = TempDir::new();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["serve", "--demo", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn parasol");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        // The document is pretty-printed: it ends at the first line that is a lone "}".
+        let mut doc = String::new();
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            doc.push_str(&line);
+            doc.push('\n');
+            if line == "}" {
+                let _ = tx.send(doc);
+                return;
+            }
+        }
+    });
+    let printed = rx.recv_timeout(WAIT);
+    let _ = child.kill();
+    let _ = child.wait();
+    let printed: serde_json::Value =
+        serde_json::from_str(&printed.expect("no credentials printed")).unwrap();
+    let file: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("demo-credentials.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(printed, file);
+    assert_eq!(printed["organizations"].as_array().map(Vec::len), Some(2));
+}
