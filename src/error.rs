@@ -76,8 +76,8 @@ impl EnfError {
         }
     }
 
-    /// The JSON body, members in the documented order. Serialised straight from the error: a
-    /// refused 1 MiB batch can name hundreds of thousands of elements.
+    /// The JSON body, members in the documented order. Serialised straight from the error (a
+    /// refused batch can name up to `MAX_ERRORS` elements), without a `Value` tree in between.
     pub fn body(&self) -> EnfBody<'_> {
         EnfBody(self)
     }

@@ -139,12 +139,7 @@ fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
                             out.push(ev);
                         }
                     }
-                    _ if errors.len() < MAX_ERRORS => errors.push(FieldError {
-                        index,
-                        field: "",
-                        problem: "must be an object",
-                    }),
-                    _ => {}
+                    _ => ElementErrors::new(&mut errors, index).push("", "must be an object"),
                 }
             }
             out
@@ -171,7 +166,16 @@ struct ElementErrors<'e> {
     start: usize,
 }
 
-impl ElementErrors<'_> {
+impl<'e> ElementErrors<'e> {
+    fn new(errors: &'e mut Vec<FieldError>, index: Option<u32>) -> ElementErrors<'e> {
+        let start = errors.len();
+        ElementErrors {
+            errors,
+            index,
+            start,
+        }
+    }
+
     fn push(&mut self, field: &'static str, problem: &'static str) {
         let n = self.errors.len();
         if n < DETAILED_ERRORS || (n == self.start && n < MAX_ERRORS) {
@@ -220,12 +224,7 @@ fn validate_event(
     index: Option<u32>,
     errors: &mut Vec<FieldError>,
 ) -> Option<ValidEvent> {
-    let start = errors.len();
-    let errors = &mut ElementErrors {
-        errors,
-        index,
-        start,
-    };
+    let errors = &mut ElementErrors::new(errors, index);
     let mut domain_out = None;
     for &(name, alt) in REQUIRED {
         let Some((spelled, value)) = field(obj, name, alt, errors) else {
