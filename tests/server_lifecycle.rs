@@ -300,6 +300,19 @@ async fn a_database_from_a_newer_binary_is_refused() {
     assert!(err.contains("newer"), "{err}");
 }
 
+/// The names on the first page of the customer's domain list.
+fn first_page_names(rt: &tokio::runtime::Runtime, server: &ChildServer, key: &str) -> Vec<String> {
+    let b = rt
+        .block_on(server.get(&format!("/1.0/domains?customerKey={key}")))
+        .json();
+    b["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
 #[test]
 fn sighup_reloads_reputation_and_refuses_a_bad_file() {
     let dir = TempDir::new();
@@ -312,17 +325,7 @@ fn sighup_reloads_reputation_and_refuses_a_bad_file() {
         rt.block_on(server.post_json(&format!("/1.0/events?customerKey={key}"), &event(d)))
             .status
     };
-    let names = || -> Vec<String> {
-        let b = rt
-            .block_on(server.get(&format!("/1.0/domains?customerKey={key}")))
-            .json();
-        b["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["name"].as_str().unwrap().to_string())
-            .collect()
-    };
+    let names = || first_page_names(&rt, &server, &key);
     assert_eq!(post("flip.example"), 202);
     assert!(names().is_empty(), "+1 is not added");
 
@@ -342,6 +345,67 @@ fn sighup_reloads_reputation_and_refuses_a_bad_file() {
         ["flip.example", "other.example"],
         "the refused file did not take effect"
     );
+    assert!(server.stop().success());
+}
+
+/// decisions.md: `--known-good` is reloaded on SIGHUP too, without dropping requests: events
+/// posted all through the reload are each answered 202 and listed.
+#[test]
+fn sighup_reloads_the_known_good_list_without_dropping_requests() {
+    let dir = TempDir::new();
+    let good = dir.path().join("top.csv");
+    std::fs::write(&good, "1,good.example\n").unwrap();
+    let server = ChildServer::spawn(dir.path(), &["--known-good", good.to_str().unwrap()]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let key = cli_create_org(dir.path(), "hup");
+    let events = format!("/1.0/events?customerKey={key}");
+    let post = |d: &str| rt.block_on(server.post_json(&events, &event(d))).status;
+    let names = || first_page_names(&rt, &server, &key);
+    assert_eq!(post("good.example"), 202);
+    assert_eq!(post("later.example"), 202);
+    assert_eq!(names(), ["later.example"], "a known-good name is not added");
+
+    // Events keep coming while the list is replaced.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let (client, events, stop) = (server.client.clone(), events.clone(), stop.clone());
+        rt.spawn(async move {
+            let mut statuses = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || statuses.len() < 20 {
+                let d = format!("load{}.example", statuses.len());
+                statuses.push(client.post_json(&events, &event(&d)).await.status);
+            }
+            statuses
+        })
+    };
+    std::fs::write(
+        &good,
+        "1,good.example\n2,later.example\n3,new-good.example\n",
+    )
+    .unwrap();
+    server.signal("HUP");
+    server.wait_for_log("3 known-good domains");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let statuses = rt.block_on(load).unwrap();
+    assert!(statuses.iter().all(|s| *s == 202), "{statuses:?}");
+    assert_eq!(post("new-good.example"), 202);
+    let db = rusqlite::Connection::open(dir.path().join("parasol.db")).unwrap();
+    let count = |sql: &str| -> i64 { db.query_row(sql, [], |r| r.get(0)).unwrap() };
+    assert_eq!(
+        count("SELECT count(*) FROM domains WHERE name = 'new-good.example'"),
+        0,
+        "the reloaded list is in force"
+    );
+    // Every event of the load was stored and its name listed (later.example stays listed).
+    assert_eq!(
+        count("SELECT count(*) FROM domains WHERE name LIKE 'load%'"),
+        statuses.len() as i64
+    );
+    assert_eq!(
+        count("SELECT count(*) FROM domains WHERE name = 'later.example'"),
+        1
+    );
+    drop(db);
     assert!(server.stop().success());
 }
 
