@@ -120,16 +120,11 @@ pub fn lock(dir: &Path) -> Result<DataDirLock, LockError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn temp_dir() -> PathBuf {
-        let p = std::env::temp_dir().join(format!("parasol-lock-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&p).unwrap();
-        p
-    }
+    use crate::testdir::TempDir;
 
     #[test]
     fn second_lock_is_refused_naming_the_holder_and_released_on_drop() {
-        let dir = temp_dir();
+        let dir = TempDir::new("lock");
         let first = lock(&dir).unwrap();
         assert_eq!(first.path(), dir.join(LOCK_FILE));
         // flock locks belong to the open file description, so a second open in the same
@@ -143,15 +138,14 @@ mod tests {
         drop(first);
         let again = lock(&dir).unwrap();
         drop(again);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn creates_a_missing_directory() {
-        let dir = temp_dir().join("nested/data");
+        let root = TempDir::new("lock");
+        let dir = root.join("nested/data");
         let l = lock(&dir).unwrap();
         assert!(dir.join(LOCK_FILE).exists());
         drop(l);
-        std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap()).unwrap();
     }
 }

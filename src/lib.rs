@@ -18,5 +18,7 @@ pub mod router;
 pub mod secrets;
 pub mod server;
 pub mod store;
+#[cfg(test)]
+mod testdir;
 pub mod timefmt;
 pub mod tls;

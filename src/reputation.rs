@@ -411,8 +411,7 @@ mod tests {
 
     #[test]
     fn reload_keeps_old_data_on_error() {
-        let dir = std::env::temp_dir().join(format!("parasol-rep-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = crate::testdir::TempDir::new("rep");
         let path = dir.join("rep.csv");
         std::fs::write(&path, "safe.example,1\n").unwrap();
         let h = ReputationHandle::open(Some(path.clone()), None).unwrap();
@@ -423,6 +422,5 @@ mod tests {
         std::fs::write(&path, "safe.example,0\n").unwrap();
         assert_eq!(h.reload().unwrap(), (1, 0));
         assert!(h.get().accepts("safe.example", false));
-        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -325,12 +325,8 @@ async fn a_customer_is_an_organization_with_a_default_site_and_a_customer_key() 
             )
             .unwrap();
         // The key works on the enforcement interface.
-        let r = s
-            .post_json(
-                &format!("/1.0/events?customerKey={key}"),
-                &event("listed.example"),
-            )
-            .await;
+        let events = format!("/1.0/events?customerKey={key}");
+        let r = s.post_json(&events, &event("listed.example")).await;
         assert_eq!(r.status, 202, "{}", r.text());
         // The customer id is usable as an organization id by the parent's credential, and the
         // built-in roles are visible to the new organization.
@@ -363,12 +359,7 @@ async fn a_customer_is_an_organization_with_a_default_site_and_a_customer_key() 
         // Deleting the customer revokes its key.
         let r = s.mgmt("DELETE", &format!("{path}/{id}"), cred, None).await;
         assert_eq!(r.status, 200, "{}", r.text());
-        let r = s
-            .post_json(
-                &format!("/1.0/events?customerKey={key}"),
-                &event("again.example"),
-            )
-            .await;
+        let r = s.post_json(&events, &event("again.example")).await;
         assert_eq!(r.status, 403, "{path}: {}", r.text());
     }
 }

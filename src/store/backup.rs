@@ -365,20 +365,7 @@ fn set_aside(db: &Path) -> Result<Option<PathBuf>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    struct Dir(PathBuf);
-    impl Dir {
-        fn new() -> Dir {
-            let p = std::env::temp_dir().join(format!("parasol-bk-{}", uuid::Uuid::new_v4()));
-            std::fs::create_dir_all(&p).unwrap();
-            Dir(p)
-        }
-    }
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    use crate::testdir::TempDir;
 
     fn org_count(db: &Path) -> i64 {
         let c = Connection::open(db).unwrap();
@@ -396,11 +383,11 @@ mod tests {
 
     #[test]
     fn backup_while_a_connection_writes_then_restore_keeps_the_old_database() {
-        let d = Dir::new();
-        let db = d.0.join("parasol.db");
+        let d = TempDir::new("bk");
+        let db = d.join("parasol.db");
         let live = super::super::open_migrated(&db).unwrap();
         add_org(&live, "one");
-        let out = d.0.join("b.db");
+        let out = d.join("b.db");
         let info = backup(&db, &out).unwrap();
         assert_eq!(info.schema_version, SCHEMA_VERSION);
         assert!(!with_suffix(&out, "-wal").exists(), "self-contained");
@@ -422,9 +409,9 @@ mod tests {
 
     #[test]
     fn restore_after_a_crash_keeps_the_committed_wal_with_the_old_database() {
-        let d = Dir::new();
-        let db = d.0.join("parasol.db");
-        let out = d.0.join("b.db");
+        let d = TempDir::new("bk");
+        let db = d.join("parasol.db");
+        let out = d.join("b.db");
         {
             let c = super::super::open_migrated(&db).unwrap();
             add_org(&c, "in the backup");
@@ -452,18 +439,18 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_a_parasol_database_and_leaves_the_current_one() {
-        let d = Dir::new();
-        let db = d.0.join("parasol.db");
+        let d = TempDir::new("bk");
+        let db = d.join("parasol.db");
         let live = super::super::open_migrated(&db).unwrap();
         add_org(&live, "keep");
         drop(live);
 
-        let junk = d.0.join("junk");
+        let junk = d.join("junk");
         std::fs::write(&junk, b"this is not SQLite at all, just words.").unwrap();
         let e = restore(&db, &junk).unwrap_err();
         assert!(e.contains("not a Parasol database"), "{e}");
 
-        let other = d.0.join("other.db");
+        let other = d.join("other.db");
         Connection::open(&other)
             .unwrap()
             .execute_batch("CREATE TABLE t (x); PRAGMA user_version = 1;")
@@ -471,7 +458,7 @@ mod tests {
         let e = restore(&db, &other).unwrap_err();
         assert!(e.contains("missing tables"), "{e}");
 
-        let newer = d.0.join("newer.db");
+        let newer = d.join("newer.db");
         backup(&db, &newer).unwrap();
         Connection::open(&newer)
             .unwrap()
@@ -486,7 +473,7 @@ mod tests {
         assert!(e.contains("database itself"), "{e}");
 
         assert_eq!(org_count(&db), 1);
-        let names: Vec<String> = std::fs::read_dir(&d.0)
+        let names: Vec<String> = std::fs::read_dir(&*d)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
@@ -500,9 +487,9 @@ mod tests {
 
     #[test]
     fn a_failed_backup_leaves_no_output_and_no_temporary_file() {
-        let d = Dir::new();
-        let e = backup(&d.0.join("parasol.db"), &d.0.join("b.db")).unwrap_err();
+        let d = TempDir::new("bk");
+        let e = backup(&d.join("parasol.db"), &d.join("b.db")).unwrap_err();
         assert!(e.contains("no database"), "{e}");
-        assert_eq!(std::fs::read_dir(&d.0).unwrap().count(), 0);
+        assert_eq!(std::fs::read_dir(&*d).unwrap().count(), 0);
     }
 }

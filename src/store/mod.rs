@@ -932,6 +932,7 @@ fn fail_job(job: Job, _conn: &Connection, why: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdir::TempDir;
 
     /// Creates table `t` with the given column definition.
     async fn create_t(store: &Store, column: &'static str) {
@@ -958,27 +959,10 @@ mod tests {
         blocker
     }
 
-    /// A test database's directory, removed when dropped (after a failed assertion too).
-    struct TempDir(PathBuf);
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    impl std::ops::Deref for TempDir {
-        type Target = Path;
-        fn deref(&self) -> &Path {
-            &self.0
-        }
-    }
-
     fn temp_db() -> (TempDir, Store) {
-        let dir = std::env::temp_dir().join(format!("parasol-store-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new("store");
         let store = Store::open(&dir.join("parasol.db")).unwrap();
-        (TempDir(dir), store)
+        (dir, store)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
