@@ -394,3 +394,35 @@ async fn allow_lists_block_list_export_and_check() {
         assert!(e["error"].as_str().unwrap().contains(needle), "{err}");
     }
 }
+
+#[tokio::test]
+async fn the_default_data_directory_is_parasol_data_in_the_working_directory() {
+    // decisions.md: --data-dir defaults to ./parasol-data, for the server and for the operators'
+    // commands alike (the listen default, 127.0.0.1:8443, is checked by a unit test: a test
+    // cannot count on that port being free).
+    let cwd = TempDir::new();
+    let mut create = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
+    create
+        .args(["org", "create", "--name", "Default Dir"])
+        .current_dir(cwd.path());
+    let key = customer_key_from(create);
+    let data = cwd.path().join("parasol-data");
+    assert!(data.join("parasol.db").is_file());
+
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
+    serve
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .current_dir(cwd.path());
+    let server = ChildServer::spawn_command(serve, &data);
+    // HTTPS by default, with the certificate made in the default directory (the client trusts
+    // that one), and the key the command above created there works.
+    assert!(server.url.starts_with("https://"), "{}", server.url);
+    let r = server
+        .post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &json!([event("default-dir.example")]),
+        )
+        .await;
+    assert_eq!(r.status, 202, "{}", r.text());
+    assert!(server.stop().success());
+}

@@ -178,6 +178,22 @@ fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
 
 #[cfg(test)]
 mod tests {
+    use argh::FromArgs;
+
+    /// decisions.md's command-line contract: `serve` alone serves HTTPS (a self-signed
+    /// certificate) on 127.0.0.1:8443 from ./parasol-data.
+    #[test]
+    fn serve_defaults() {
+        let args = super::ServeArgs::from_args(&["parasol", "serve"], &[]).unwrap();
+        assert_eq!(args.listen, "127.0.0.1:8443");
+        assert_eq!(args.data_dir, std::path::Path::new("./parasol-data"));
+        assert_eq!(args.log_level, "info");
+        let config = super::config_from(&args).unwrap();
+        assert!(matches!(config.tls, crate::config::TlsSource::SelfSigned));
+        assert!(!config.demo && !config.cloud_limits);
+        assert!(config.public_url.is_none() && config.reputation.is_none());
+    }
+
     /// The handlers must be in place once `shutdown_signal` has returned, before anything polls
     /// its future: the server logs "ready" first, and a SIGTERM sent on that cue would otherwise
     /// kill the process (here: the test binary) instead of being seen.

@@ -354,14 +354,22 @@ impl ChildServer {
     /// Runs `parasol serve --listen 127.0.0.1:0 --data-dir DIR <extra>` and waits for the ready
     /// line, which names the URL.
     pub fn spawn(dir: &Path, extra: &[&str]) -> ChildServer {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
+        command
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
             .arg("--data-dir")
             .arg(dir)
-            .args(extra)
+            .args(extra);
+        Self::spawn_command(command, dir)
+    }
+
+    /// Runs a prepared `parasol serve` command whose data directory is `dir` and waits for the
+    /// ready line.
+    pub fn spawn_command(mut command: std::process::Command, dir: &Path) -> ChildServer {
+        use std::io::BufRead;
+        let mut child = command
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -474,11 +482,16 @@ pub fn event(domain: &str) -> Value {
 
 /// Creates an organization through the real command line; returns its customer key.
 pub fn cli_create_org(dir: &Path, name: &str) -> String {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
+    command
         .args(["org", "create", "--name", name, "--data-dir"])
-        .arg(dir)
-        .output()
-        .unwrap();
+        .arg(dir);
+    customer_key_from(command)
+}
+
+/// Runs a prepared `parasol org create` command; returns the new organization's customer key.
+pub fn customer_key_from(mut command: std::process::Command) -> String {
+    let out = command.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
