@@ -22,3 +22,4 @@ pub mod store;
 mod testdir;
 pub mod timefmt;
 pub mod tls;
+pub mod transport;

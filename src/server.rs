@@ -3,12 +3,9 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -18,7 +15,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{HeaderMap, Method, Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
@@ -28,6 +25,7 @@ use crate::http::{Body, Query};
 use crate::reputation::ReputationHandle;
 use crate::router::{self, Interface, Route, RouteError};
 use crate::store::Store;
+use crate::transport::{ConnFlags, Transport};
 
 /// Shared state of a running server.
 pub struct AppState {
@@ -306,12 +304,12 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = state.limits.clone();
-    let linger = Arc::new(AtomicBool::new(false));
-    let io = LingeringIo::new(io, linger.clone(), limits.linger_bytes, limits.linger_time);
+    let flags = Arc::new(ConnFlags::default());
+    let io = Transport::new(io, flags.clone(), limits.linger_bytes, limits.linger_time);
     let service = service_fn(move |req| {
         let state = state.clone();
-        let linger = linger.clone();
-        async move { Ok::<_, Infallible>(handle(state, req, linger).await) }
+        let flags = flags.clone();
+        async move { Ok::<_, Infallible>(handle(state, req, flags).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -403,10 +401,13 @@ async fn read_body(
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
-    linger: Arc<AtomicBool>,
+    flags: Arc<ConnFlags>,
 ) -> Response<Body> {
     let route = router::route(req.method(), req.uri().path());
     let iface = iface_of(&route);
+    flags
+        .management
+        .store(iface == Interface::Management, Ordering::Relaxed);
     // Only the management interface reports a txId; an enforcement request needs no random id
     // (and no getrandom system call).
     let tx_id = match iface {
@@ -440,18 +441,18 @@ async fn handle(
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
     if head as u64 + declared > max as u64 {
-        linger.store(true, Ordering::Relaxed);
+        flags.linger.store(true, Ordering::Relaxed);
         return too_large(iface, &tx_id);
     }
     let (parts, body) = req.into_parts();
     let body = match read_body(body, max - head, state.limits.body_timeout).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
-            linger.store(true, Ordering::Relaxed);
+            flags.linger.store(true, Ordering::Relaxed);
             return too_large(iface, &tx_id);
         }
         Err(BodyError::Timeout) => {
-            linger.store(true, Ordering::Relaxed);
+            flags.linger.store(true, Ordering::Relaxed);
             let mut res = match iface {
                 Interface::Enforcement => {
                     EnfError::BadRequest("Request body timed out".into()).into_response()
@@ -487,97 +488,5 @@ async fn handle(
     match route {
         Route::Enf(ep) => crate::enforcement::handlers::handle(&state, ep, &ctx, body).await,
         Route::Mgmt(ep) => crate::management::handle(&state, ep, &ctx, body).await,
-    }
-}
-
-/// The connection's transport. When a request was refused for its size, closing first reads and
-/// discards what the client is still sending (up to a byte and time limit): closing a socket with
-/// unread data makes TCP reset it, and the client would lose our answer.
-struct LingeringIo<T> {
-    inner: T,
-    linger: Arc<AtomicBool>,
-    budget: usize,
-    time: std::time::Duration,
-    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-    drained: bool,
-}
-
-impl<T> LingeringIo<T> {
-    fn new(inner: T, linger: Arc<AtomicBool>, budget: usize, time: std::time::Duration) -> Self {
-        LingeringIo {
-            inner,
-            linger,
-            budget,
-            time,
-            deadline: None,
-            drained: false,
-        }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for LingeringIo<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for LingeringIo<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.linger.load(Ordering::Relaxed) && !self.drained {
-            // Make sure our answer is on the wire before we start discarding.
-            if let Poll::Ready(Err(e)) = Pin::new(&mut self.inner).poll_flush(cx) {
-                return Poll::Ready(Err(e));
-            }
-            let time = self.time;
-            let this = &mut *self;
-            let deadline = this
-                .deadline
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep(time)));
-            let mut scratch = [0u8; 16 * 1024];
-            loop {
-                if deadline.as_mut().poll(cx).is_ready() || this.budget == 0 {
-                    break;
-                }
-                let mut rb = ReadBuf::new(&mut scratch);
-                match Pin::new(&mut this.inner).poll_read(cx, &mut rb) {
-                    Poll::Ready(Ok(())) if rb.filled().is_empty() => break,
-                    Poll::Ready(Ok(())) => {
-                        this.budget = this.budget.saturating_sub(rb.filled().len())
-                    }
-                    Poll::Ready(Err(_)) => break,
-                    Poll::Pending => return Poll::Pending,
-                }
-            }
-            this.drained = true;
-        }
-        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

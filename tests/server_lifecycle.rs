@@ -9,42 +9,6 @@ use common::*;
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Reads until the response head and `content-length` bytes of body are in, or EOF/timeout.
-async fn read_response(io: &mut Box<dyn Io>) -> String {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let n = match tokio::time::timeout_at(deadline, io.read(&mut chunk)).await {
-            Ok(Ok(n)) => n,
-            Ok(Err(_)) => break,
-            Err(_) => panic!(
-                "no response in time; got {:?}",
-                String::from_utf8_lossy(&buf)
-            ),
-        };
-        if n == 0 {
-            break;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf).to_string();
-        if let Some(head_end) = text.find("\r\n\r\n") {
-            let len = text
-                .lines()
-                .find_map(|l| {
-                    l.to_ascii_lowercase()
-                        .strip_prefix("content-length: ")
-                        .map(|v| v.trim().parse::<usize>().unwrap())
-                })
-                .unwrap_or(0);
-            if buf.len() >= head_end + 4 + len {
-                break;
-            }
-        }
-    }
-    String::from_utf8_lossy(&buf).to_string()
-}
-
 #[tokio::test]
 async fn oversized_request_is_refused_before_its_body_is_read() {
     let s = TestServer::start().await;

@@ -466,6 +466,45 @@ impl Drop for ChildServer {
     }
 }
 
+/// Reads until the response head and `content-length` bytes of body are in, or EOF/timeout.
+pub async fn read_response(io: &mut Box<dyn Io>) -> String {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let n =
+            match tokio::time::timeout_at(deadline, tokio::io::AsyncReadExt::read(io, &mut chunk))
+                .await
+            {
+                Ok(Ok(n)) => n,
+                Ok(Err(_)) => break,
+                Err(_) => panic!(
+                    "no response in time; got {:?}",
+                    String::from_utf8_lossy(&buf)
+                ),
+            };
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf).to_string();
+        if let Some(head_end) = text.find("\r\n\r\n") {
+            let len = text
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length: ")
+                        .map(|v| v.trim().parse::<usize>().unwrap())
+                })
+                .unwrap_or(0);
+            if buf.len() >= head_end + 4 + len {
+                break;
+            }
+        }
+    }
+    String::from_utf8_lossy(&buf).to_string()
+}
+
 /// A valid event with the given domain.
 pub fn event(domain: &str) -> Value {
     serde_json::json!({

@@ -1,0 +1,308 @@
+//! Each connection's transport under hyper: the lingering close after a refusal, and JSON answers
+//! in place of hyper's own bare ones to requests it cannot parse.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::error::{EnfError, MgmtError};
+
+/// What the request handler and the transport of one connection tell each other.
+#[derive(Default)]
+pub struct ConnFlags {
+    /// A request was refused for its size: closing first discards what is still arriving.
+    pub linger: AtomicBool,
+    /// The latest request was for the management interface (`/v1/...`), so an answer the
+    /// transport writes itself takes that interface's error shape. Set from the start of the
+    /// first read after each answer (the next request line), and by the handler for each request
+    /// it routes.
+    pub management: AtomicBool,
+}
+
+/// The connection's transport.
+///
+/// - When a request was refused for its size, closing first reads and discards what the client
+///   is still sending (up to a byte and time limit): closing a socket with unread data makes TCP
+///   reset it, and the client would lose our answer.
+/// - A request hyper cannot parse (a broken request line or header, a head beyond its buffer) is
+///   answered by hyper itself with a bare 400, 414 or 431 and no body. The transport writes a JSON
+///   error of the request's interface instead (decisions.md: every error has a JSON body; a
+///   request over 1 MiB is a 400 `Request too large`), then closes after a lingering discard.
+pub struct Transport<T> {
+    inner: T,
+    flags: Arc<ConnFlags>,
+    budget: usize,
+    time: std::time::Duration,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    drained: bool,
+    /// The request line read since our last write has been looked at (see
+    /// `ConnFlags::management`): the first read after an answer starts the next request.
+    sniffed: bool,
+    /// An answer of our own still to be written, and how much of it has been.
+    out: Vec<u8>,
+    out_pos: usize,
+}
+
+impl<T> Transport<T> {
+    pub fn new(
+        inner: T,
+        flags: Arc<ConnFlags>,
+        budget: usize,
+        time: std::time::Duration,
+    ) -> Transport<T> {
+        Transport {
+            inner,
+            flags,
+            budget,
+            time,
+            deadline: None,
+            drained: false,
+            sniffed: false,
+            out: Vec::new(),
+            out_pos: 0,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Transport<T> {
+    /// Writes what is left of our own answer; ready once it is all written.
+    fn poll_drain_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.out_pos < self.out.len() {
+            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.out_pos += n;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// If `head` is hyper's own answer to an unparsable request, takes it in place of writing it
+    /// and queues ours; returns how many bytes were taken.
+    fn replace_bare_answer(
+        &mut self,
+        cx: &mut Context<'_>,
+        head: &[u8],
+    ) -> Option<io::Result<usize>> {
+        let status = bare_error_status(head)?;
+        let management = self.flags.management.load(Ordering::Relaxed);
+        self.out = json_answer(status, management, date_line(head));
+        self.out_pos = 0;
+        self.flags.linger.store(true, Ordering::Relaxed);
+        // Start writing now; whatever does not fit yet goes out on the flush that follows.
+        if let Poll::Ready(Err(e)) = self.poll_drain_out(cx) {
+            return Some(Err(e));
+        }
+        Some(Ok(head.len()))
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Transport<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        if !self.sniffed && buf.filled().len() > before {
+            self.sniffed = true;
+            let management = targets_management(&buf.filled()[before..]);
+            self.flags.management.store(management, Ordering::Relaxed);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        ready!(this.poll_drain_out(cx))?;
+        if let Some(taken) = this.replace_bare_answer(cx, buf) {
+            return Poll::Ready(taken);
+        }
+        this.sniffed = false;
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        ready!(this.poll_drain_out(cx))?;
+        if let Some(first) = bufs.iter().find(|b| !b.is_empty()) {
+            if let Some(taken) = this.replace_bare_answer(cx, first) {
+                return Poll::Ready(taken);
+            }
+        }
+        this.sniffed = false;
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_drain_out(cx))?;
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_drain_out(cx))?;
+        if self.flags.linger.load(Ordering::Relaxed) && !self.drained {
+            // Make sure our answer is on the wire before we start discarding.
+            if let Poll::Ready(Err(e)) = Pin::new(&mut self.inner).poll_flush(cx) {
+                return Poll::Ready(Err(e));
+            }
+            let time = self.time;
+            let this = &mut *self;
+            let deadline = this
+                .deadline
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(time)));
+            let mut scratch = [0u8; 16 * 1024];
+            loop {
+                if deadline.as_mut().poll(cx).is_ready() || this.budget == 0 {
+                    break;
+                }
+                let mut rb = ReadBuf::new(&mut scratch);
+                match Pin::new(&mut this.inner).poll_read(cx, &mut rb) {
+                    Poll::Ready(Ok(())) if rb.filled().is_empty() => break,
+                    Poll::Ready(Ok(())) => {
+                        this.budget = this.budget.saturating_sub(rb.filled().len())
+                    }
+                    Poll::Ready(Err(_)) => break,
+                    Poll::Pending => return Poll::Pending,
+                }
+            }
+            this.drained = true;
+        }
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Whether the request line at the start of `data` targets `/v1` (the management interface).
+fn targets_management(data: &[u8]) -> bool {
+    let Some(space) = data.iter().take(16).position(|&b| b == b' ') else {
+        return false;
+    };
+    let target = &data[space + 1..];
+    target.starts_with(b"/v1") && matches!(target.get(3), Some(b'/' | b' ' | b'?'))
+}
+
+/// The status of hyper's own answer to a request it could not parse: a whole `4xx` head with
+/// `content-length: 0` and `connection: close`. Parasol's own 4xx answers always carry a JSON
+/// body, so this matches nothing else.
+fn bare_error_status(head: &[u8]) -> Option<u16> {
+    let status = head.strip_prefix(b"HTTP/1.1 4")?;
+    if !head.ends_with(b"\r\n\r\n")
+        || !contains(head, b"\r\ncontent-length: 0\r\n")
+        || !contains(head, b"\r\nconnection: close\r\n")
+    {
+        return None;
+    }
+    let rest = std::str::from_utf8(status.get(..2)?).ok()?;
+    Some(400 + rest.parse::<u16>().ok()?)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// hyper's `date: ...` header line (with its CRLF), kept in our answer.
+fn date_line(head: &[u8]) -> Option<&[u8]> {
+    let start = head.windows(8).position(|w| w == b"\r\ndate: ")? + 2;
+    let len = head[start..].windows(2).position(|w| w == b"\r\n")? + 2;
+    Some(&head[start..start + len])
+}
+
+/// Our answer in place of hyper's bare `status`: a 400 with the interface's JSON error.
+fn json_answer(status: u16, management: bool, date: Option<&[u8]>) -> Vec<u8> {
+    let message = match status {
+        // The head alone is beyond what the server reads: the 1 MiB rule.
+        431 => None,
+        414 => Some("Request URI too long"),
+        _ => Some("Malformed HTTP request"),
+    };
+    let body = if management {
+        let e = message.map_or(MgmtError::TooLarge, |m| MgmtError::BadRequest(m.into()));
+        serde_json::to_vec(&e.body(&crate::ids::request_id().to_string()))
+    } else {
+        let e = message.map_or(EnfError::TooLarge, |m| EnfError::BadRequest(m.into()));
+        serde_json::to_vec(&e.body())
+    }
+    .unwrap_or_default();
+    let mut out = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(date.unwrap_or_default());
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hyper_bare_answers_are_recognised_and_nothing_else() {
+        let bare = b"HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\ndate: Tue, 24 Nov 2026 17:48:15 GMT\r\n\r\n";
+        assert_eq!(bare_error_status(bare), Some(431));
+        let bare = b"HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        assert_eq!(bare_error_status(bare), Some(400));
+        // Our own answers: a body, or not an error.
+        let ours = b"HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: 86\r\n\r\n";
+        assert_eq!(bare_error_status(ours), None);
+        let ours = b"HTTP/1.1 204 No Content\r\nconnection: close\r\ncontent-length: 0\r\n\r\n";
+        assert_eq!(bare_error_status(ours), None);
+        assert_eq!(bare_error_status(b"HTTP/1.1 4"), None);
+        assert_eq!(bare_error_status(b""), None);
+    }
+
+    #[test]
+    fn the_interface_is_read_from_the_request_line() {
+        assert!(targets_management(
+            b"GET /v1/organizations/1/sites HTTP/1.1\r\n"
+        ));
+        assert!(targets_management(b"POST /v1?x HTTP/1.1\r\n"));
+        assert!(!targets_management(b"GET /v10/x HTTP/1.1\r\n"));
+        assert!(!targets_management(b"GET /1.0/domains HTTP/1.1\r\n"));
+        assert!(!targets_management(b"GARBAGE"));
+        assert!(!targets_management(b""));
+    }
+
+    #[test]
+    fn our_answer_is_the_interfaces_json_error() {
+        let date = date_line(b"HTTP/1.1 400 Bad Request\r\ndate: D\r\n\r\n");
+        assert_eq!(date, Some(&b"date: D\r\n"[..]));
+        let text = String::from_utf8(json_answer(431, false, date)).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
+        assert!(head.contains("\r\nconnection: close") && head.ends_with("\r\ndate: D"));
+        assert!(head.contains(&format!("content-length: {}", body.len())));
+        assert_eq!(
+            body,
+            r#"{"code":"BadRequestError","message":"Request too large","statusCode":400}"#
+        );
+        let text = String::from_utf8(json_answer(400, true, None)).unwrap();
+        let body: serde_json::Value =
+            serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap();
+        assert_eq!(body["message"], "Malformed HTTP request");
+        assert_eq!(body["statusCode"], 400);
+        assert!(body["txId"].is_string());
+    }
+}
