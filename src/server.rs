@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -25,7 +25,7 @@ use crate::http::{Body, Query};
 use crate::reputation::ReputationHandle;
 use crate::router::{self, Interface, Route, RouteError};
 use crate::store::Store;
-use crate::transport::{ConnFlags, Transport};
+use crate::transport::Transport;
 
 /// Shared state of a running server.
 pub struct AppState {
@@ -304,12 +304,12 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = state.limits.clone();
-    let flags = Arc::new(ConnFlags::default());
-    let io = Transport::new(io, flags.clone(), limits.linger_bytes, limits.linger_time);
+    let linger = Arc::new(AtomicBool::new(false));
+    let io = Transport::new(io, linger.clone(), limits.linger_bytes, limits.linger_time);
     let service = service_fn(move |req| {
         let state = state.clone();
-        let flags = flags.clone();
-        async move { Ok::<_, Infallible>(handle(state, req, flags).await) }
+        let linger = linger.clone();
+        async move { Ok::<_, Infallible>(handle(state, req, linger).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -401,13 +401,10 @@ async fn read_body(
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
-    flags: Arc<ConnFlags>,
+    linger: Arc<AtomicBool>,
 ) -> Response<Body> {
     let route = router::route(req.method(), req.uri().path());
     let iface = iface_of(&route);
-    flags
-        .management
-        .store(iface == Interface::Management, Ordering::Relaxed);
     // Only the management interface reports a txId; an enforcement request needs no random id
     // (and no getrandom system call).
     let tx_id = match iface {
@@ -441,18 +438,18 @@ async fn handle(
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(0);
     if head as u64 + declared > max as u64 {
-        flags.linger.store(true, Ordering::Relaxed);
+        linger.store(true, Ordering::Relaxed);
         return too_large(iface, &tx_id);
     }
     let (parts, body) = req.into_parts();
     let body = match read_body(body, max - head, state.limits.body_timeout).await {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
-            flags.linger.store(true, Ordering::Relaxed);
+            linger.store(true, Ordering::Relaxed);
             return too_large(iface, &tx_id);
         }
         Err(BodyError::Timeout) => {
-            flags.linger.store(true, Ordering::Relaxed);
+            linger.store(true, Ordering::Relaxed);
             let mut res = match iface {
                 Interface::Enforcement => {
                     EnfError::BadRequest("Request body timed out".into()).into_response()

@@ -12,18 +12,6 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::error::{EnfError, MgmtError};
 
-/// What the request handler and the transport of one connection tell each other.
-#[derive(Default)]
-pub struct ConnFlags {
-    /// A request was refused for its size: closing first discards what is still arriving.
-    pub linger: AtomicBool,
-    /// The latest request was for the management interface (`/v1/...`), so an answer the
-    /// transport writes itself takes that interface's error shape. Set from the start of the
-    /// first read after each answer (the next request line), and by the handler for each request
-    /// it routes.
-    pub management: AtomicBool,
-}
-
 /// The connection's transport.
 ///
 /// - When a request was refused for its size, closing first reads and discards what the client
@@ -35,13 +23,17 @@ pub struct ConnFlags {
 ///   request over 1 MiB is a 400 `Request too large`), then closes after a lingering discard.
 pub struct Transport<T> {
     inner: T,
-    flags: Arc<ConnFlags>,
+    /// Set by the request handler when it refuses a request for its size: closing first
+    /// discards what is still arriving.
+    linger: Arc<AtomicBool>,
     budget: usize,
     time: std::time::Duration,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     drained: bool,
-    /// The request line read since our last write has been looked at (see
-    /// `ConnFlags::management`): the first read after an answer starts the next request.
+    /// Whether the request being read targets the management interface (`/v1/...`), so that an
+    /// answer the transport writes itself takes that interface's error shape; read from the
+    /// start of the first read after each answer (the next request line).
+    management: bool,
     sniffed: bool,
     /// An answer of our own still to be written, and how much of it has been.
     out: Vec<u8>,
@@ -51,17 +43,18 @@ pub struct Transport<T> {
 impl<T> Transport<T> {
     pub fn new(
         inner: T,
-        flags: Arc<ConnFlags>,
+        linger: Arc<AtomicBool>,
         budget: usize,
         time: std::time::Duration,
     ) -> Transport<T> {
         Transport {
             inner,
-            flags,
+            linger,
             budget,
             time,
             deadline: None,
             drained: false,
+            management: false,
             sniffed: false,
             out: Vec::new(),
             out_pos: 0,
@@ -90,10 +83,9 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
         head: &[u8],
     ) -> Option<io::Result<usize>> {
         let status = bare_error_status(head)?;
-        let management = self.flags.management.load(Ordering::Relaxed);
-        self.out = json_answer(status, management, date_line(head));
+        self.out = json_answer(status, self.management, date_line(head));
         self.out_pos = 0;
-        self.flags.linger.store(true, Ordering::Relaxed);
+        self.linger.store(true, Ordering::Relaxed);
         // Start writing now; whatever does not fit yet goes out on the flush that follows.
         if let Poll::Ready(Err(e)) = self.poll_drain_out(cx) {
             return Some(Err(e));
@@ -112,8 +104,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Transport<T> {
         ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
         if !self.sniffed && buf.filled().len() > before {
             self.sniffed = true;
-            let management = targets_management(&buf.filled()[before..]);
-            self.flags.management.store(management, Ordering::Relaxed);
+            self.management = targets_management(&buf.filled()[before..]);
         }
         Poll::Ready(Ok(()))
     }
@@ -161,7 +152,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.poll_drain_out(cx))?;
-        if self.flags.linger.load(Ordering::Relaxed) && !self.drained {
+        if self.linger.load(Ordering::Relaxed) && !self.drained {
             // Make sure our answer is on the wire before we start discarding.
             if let Poll::Ready(Err(e)) = Pin::new(&mut self.inner).poll_flush(cx) {
                 return Poll::Ready(Err(e));
