@@ -198,8 +198,8 @@ fn targets_management(data: &[u8]) -> bool {
 fn bare_error_status(head: &[u8]) -> Option<u16> {
     let status = head.strip_prefix(b"HTTP/1.1 4")?;
     if !head.ends_with(b"\r\n\r\n")
-        || !contains(head, b"\r\ncontent-length: 0\r\n")
-        || !contains(head, b"\r\nconnection: close\r\n")
+        || find(head, b"\r\ncontent-length: 0\r\n").is_none()
+        || find(head, b"\r\nconnection: close\r\n").is_none()
     {
         return None;
     }
@@ -207,14 +207,15 @@ fn bare_error_status(head: &[u8]) -> Option<u16> {
     Some(400 + rest.parse::<u16>().ok()?)
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+/// Where `needle` first occurs in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// hyper's `date: ...` header line (with its CRLF), kept in our answer.
 fn date_line(head: &[u8]) -> Option<&[u8]> {
-    let start = head.windows(8).position(|w| w == b"\r\ndate: ")? + 2;
-    let len = head[start..].windows(2).position(|w| w == b"\r\n")? + 2;
+    let start = find(head, b"\r\ndate: ")? + 2;
+    let len = find(&head[start..], b"\r\n")? + 2;
     Some(&head[start..start + len])
 }
 
