@@ -305,7 +305,13 @@ where
 {
     let limits = state.limits.clone();
     let linger = Arc::new(AtomicBool::new(false));
-    let io = Transport::new(io, linger.clone(), limits.linger_bytes, limits.linger_time);
+    let io = Transport::new(
+        io,
+        linger.clone(),
+        limits.linger_bytes,
+        limits.linger_time,
+        limits.max_request_bytes,
+    );
     let service = service_fn(move |req| {
         let state = state.clone();
         let linger = linger.clone();
@@ -397,6 +403,24 @@ async fn read_body(
     }
 }
 
+/// Whether a request has a body (a declared length above zero, or a transfer coding).
+fn carries_body(headers: &hyper::HeaderMap) -> bool {
+    headers.contains_key(hyper::header::TRANSFER_ENCODING)
+        || headers
+            .get(CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0")
+}
+
+/// Marks `res` as the connection's last answer: `Connection: close`, and the transport discards
+/// what the client is still sending before it closes (see `Transport`).
+fn close_after(res: &mut Response<Body>, linger: &AtomicBool) {
+    linger.store(true, Ordering::Relaxed);
+    res.headers_mut().insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+}
+
 /// Handles one request: route, size rule, body, then the interface's handler.
 async fn handle(
     state: Arc<AppState>,
@@ -413,17 +437,29 @@ async fn handle(
     };
     let route = match route {
         Ok(r) => r,
-        Err(RouteError::NotFound(Interface::Enforcement)) => {
-            return EnfError::NotFound("Resource not found").into_response()
-        }
-        Err(RouteError::NotFound(Interface::Management)) => {
-            return MgmtError::NotFound.into_response(&tx_id)
-        }
-        Err(RouteError::MethodNotAllowed(Interface::Enforcement, allow)) => {
-            return EnfError::MethodNotAllowed(allow).into_response()
-        }
-        Err(RouteError::MethodNotAllowed(Interface::Management, allow)) => {
-            return MgmtError::MethodNotAllowed(allow).into_response(&tx_id)
+        Err(e) => {
+            let mut res = match e {
+                RouteError::NotFound(Interface::Enforcement) => {
+                    EnfError::NotFound("Resource not found").into_response()
+                }
+                RouteError::NotFound(Interface::Management) => {
+                    MgmtError::NotFound.into_response(&tx_id)
+                }
+                RouteError::MethodNotAllowed(Interface::Enforcement, allow) => {
+                    EnfError::MethodNotAllowed(allow).into_response()
+                }
+                RouteError::MethodNotAllowed(Interface::Management, allow) => {
+                    MgmtError::MethodNotAllowed(allow).into_response(&tx_id)
+                }
+            };
+            // The body is not read for a request refused by its route: the connection closes
+            // after the answer, first discarding what is still arriving (as after a refusal for
+            // size), so that a client sending its whole body before reading gets the answer
+            // instead of a reset.
+            if carries_body(req.headers()) {
+                close_after(&mut res, &linger);
+            }
+            return res;
         }
     };
 
@@ -449,7 +485,6 @@ async fn handle(
             return too_large(iface, &tx_id);
         }
         Err(BodyError::Timeout) => {
-            linger.store(true, Ordering::Relaxed);
             let mut res = match iface {
                 Interface::Enforcement => {
                     EnfError::BadRequest("Request body timed out".into()).into_response()
@@ -458,10 +493,7 @@ async fn handle(
                     MgmtError::BadRequest("Request body timed out".into()).into_response(&tx_id)
                 }
             };
-            res.headers_mut().insert(
-                hyper::header::CONNECTION,
-                hyper::header::HeaderValue::from_static("close"),
-            );
+            close_after(&mut res, &linger);
             return res;
         }
         Err(BodyError::Broken) => {

@@ -21,6 +21,9 @@ use crate::error::{EnfError, MgmtError};
 ///   answered by hyper itself with a bare 400, 414 or 431 and no body. The transport writes a JSON
 ///   error of the request's interface instead (decisions.md: every error has a JSON body; a
 ///   request over 1 MiB is a 400 `Request too large`), then closes after a lingering discard.
+/// - hyper's 431 also stands for more header fields than it parses (100), which
+///   it finds before the head has fully arrived. Which of the two it was is settled by reading on
+///   (and discarding) until the request is past the 1 MiB rule or the client stops sending.
 pub struct Transport<T> {
     inner: T,
     /// Set by the request handler when it refuses a request for its size: closing first
@@ -29,6 +32,14 @@ pub struct Transport<T> {
     budget: usize,
     time: std::time::Duration,
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The 1 MiB rule (request line, headers and body).
+    max_request: usize,
+    /// Bytes read since the last answer began: how much of the current request has arrived.
+    read_since: usize,
+    /// hyper's 431, not answered yet: its `date` line, while the transport reads on to tell a
+    /// request beyond the 1 MiB rule from one with too many header fields.
+    undecided: Option<Vec<u8>>,
+    quiet: Option<Pin<Box<tokio::time::Sleep>>>,
     drained: bool,
     /// Whether the request being read targets the management interface (`/v1/...`), so that an
     /// answer the transport writes itself takes that interface's error shape; read from the
@@ -46,6 +57,7 @@ impl<T> Transport<T> {
         linger: Arc<AtomicBool>,
         budget: usize,
         time: std::time::Duration,
+        max_request: usize,
     ) -> Transport<T> {
         Transport {
             inner,
@@ -53,12 +65,24 @@ impl<T> Transport<T> {
             budget,
             time,
             deadline: None,
+            max_request,
+            read_since: 0,
+            undecided: None,
+            quiet: None,
             drained: false,
             management: false,
             sniffed: false,
             out: Vec::new(),
             out_pos: 0,
         }
+    }
+}
+
+impl<T> Transport<T> {
+    /// An answer is being written: the next read starts the next request.
+    fn answering(&mut self) {
+        self.sniffed = false;
+        self.read_since = 0;
     }
 }
 
@@ -83,9 +107,20 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
         head: &[u8],
     ) -> Option<io::Result<usize>> {
         let status = bare_error_status(head)?;
-        self.out = json_answer(status, self.management, date_line(head));
-        self.out_pos = 0;
         self.linger.store(true, Ordering::Relaxed);
+        if status == 431 && self.read_since <= self.max_request {
+            // Answered once `poll_settle` has found out which 431 this is.
+            self.undecided = Some(date_line(head).unwrap_or_default().to_vec());
+            return Some(Ok(head.len()));
+        }
+        let message = match status {
+            // The head alone is beyond what the server reads: the 1 MiB rule.
+            431 => None,
+            414 => Some("Request URI too long"),
+            _ => Some("Malformed HTTP request"),
+        };
+        self.out = json_answer(message, self.management, date_line(head));
+        self.out_pos = 0;
         // Start writing now; whatever does not fit yet goes out on the flush that follows.
         if let Poll::Ready(Err(e)) = self.poll_drain_out(cx) {
             return Some(Err(e));
@@ -93,6 +128,61 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
         Some(Ok(head.len()))
     }
 }
+
+/// How long a client that hyper refused with its 431 may pause before the transport takes the
+/// request to have fully arrived.
+const QUIET: std::time::Duration = std::time::Duration::from_millis(50);
+
+impl<T: AsyncRead + Unpin> Transport<T> {
+    /// For an undecided 431: reads and discards what the client still sends until the request
+    /// is past the 1 MiB rule (`Request too large`), or the client pauses, stops or the linger
+    /// time runs out (the head had more header fields than hyper parses); then queues the answer.
+    fn poll_settle(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(date) = self.undecided.as_ref() else {
+            return Poll::Ready(Ok(()));
+        };
+        let time = self.time;
+        let deadline = self
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(time)));
+        let mut scratch = [0u8; 16 * 1024];
+        let too_large = loop {
+            if self.read_since > self.max_request {
+                break true;
+            }
+            let quiet = self
+                .quiet
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep(QUIET)));
+            if deadline.as_mut().poll(cx).is_ready() || quiet.as_mut().poll(cx).is_ready() {
+                break false;
+            }
+            let mut rb = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut self.inner).poll_read(cx, &mut rb) {
+                Poll::Ready(Ok(())) if rb.filled().is_empty() => break false,
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
+                    self.read_since += n;
+                    self.budget = self.budget.saturating_sub(n);
+                    self.quiet = None;
+                }
+                Poll::Ready(Err(_)) => break false,
+                Poll::Pending => return Poll::Pending,
+            }
+        };
+        let message = if too_large {
+            None
+        } else {
+            Some(TOO_MANY_FIELDS)
+        };
+        self.out = json_answer(message, self.management, Some(date));
+        self.out_pos = 0;
+        self.undecided = None;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The answer to a request head with more header fields than hyper parses (its default, 100).
+const TOO_MANY_FIELDS: &str = "Too many header fields (at most 100)";
 
 impl<T: AsyncRead + Unpin> AsyncRead for Transport<T> {
     fn poll_read(
@@ -102,6 +192,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Transport<T> {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        self.read_since += buf.filled().len() - before;
         if !self.sniffed && buf.filled().len() > before {
             self.sniffed = true;
             self.management = targets_management(&buf.filled()[before..]);
@@ -121,7 +212,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
         if let Some(taken) = this.replace_bare_answer(cx, buf) {
             return Poll::Ready(taken);
         }
-        this.sniffed = false;
+        this.answering();
         Pin::new(&mut this.inner).poll_write(cx, buf)
     }
 
@@ -137,7 +228,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
                 return Poll::Ready(taken);
             }
         }
-        this.sniffed = false;
+        this.answering();
         Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
@@ -151,6 +242,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_settle(cx))?;
         ready!(self.poll_drain_out(cx))?;
         if self.linger.load(Ordering::Relaxed) && !self.drained {
             // Make sure our answer is on the wire before we start discarding.
@@ -219,14 +311,9 @@ fn date_line(head: &[u8]) -> Option<&[u8]> {
     Some(&head[start..start + len])
 }
 
-/// Our answer in place of hyper's bare `status`: a 400 with the interface's JSON error.
-fn json_answer(status: u16, management: bool, date: Option<&[u8]>) -> Vec<u8> {
-    let message = match status {
-        // The head alone is beyond what the server reads: the 1 MiB rule.
-        431 => None,
-        414 => Some("Request URI too long"),
-        _ => Some("Malformed HTTP request"),
-    };
+/// Our answer in place of hyper's bare one: a 400 with the interface's JSON error, `message` or
+/// (`None`) the 1 MiB rule's.
+fn json_answer(message: Option<&str>, management: bool, date: Option<&[u8]>) -> Vec<u8> {
     let body = if management {
         let e = message.map_or(MgmtError::TooLarge, |m| MgmtError::BadRequest(m.into()));
         serde_json::to_vec(&e.body(&crate::ids::request_id().to_string()))
@@ -281,7 +368,7 @@ mod tests {
     fn our_answer_is_the_interfaces_json_error() {
         let date = date_line(b"HTTP/1.1 400 Bad Request\r\ndate: D\r\n\r\n");
         assert_eq!(date, Some(&b"date: D\r\n"[..]));
-        let text = String::from_utf8(json_answer(431, false, date)).unwrap();
+        let text = String::from_utf8(json_answer(None, false, date)).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
         assert!(head.contains("\r\nconnection: close") && head.ends_with("\r\ndate: D"));
@@ -290,7 +377,8 @@ mod tests {
             body,
             r#"{"code":"BadRequestError","message":"Request too large","statusCode":400}"#
         );
-        let text = String::from_utf8(json_answer(400, true, None)).unwrap();
+        let text =
+            String::from_utf8(json_answer(Some("Malformed HTTP request"), true, None)).unwrap();
         let body: serde_json::Value =
             serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap();
         assert_eq!(body["message"], "Malformed HTTP request");

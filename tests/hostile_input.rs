@@ -487,6 +487,109 @@ async fn requests_the_http_layer_cannot_parse_get_the_interfaces_json_error() {
     assert_eq!(panics(), 0, "a panic was caught");
 }
 
+/// hyper parses at most 100 header fields and answers more with the same bare 431 as a head
+/// beyond its buffer: a small request with too many fields is told so, a head past the 1 MiB rule
+/// (however many fields it has) is `Request too large`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_header_fields_are_told_apart_from_a_request_too_large() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("target");
+    let fields = |n: usize, len: usize| -> String {
+        (0..n)
+            .map(|i| format!("x-f{i}: {}\r\n", "v".repeat(len)))
+            .collect()
+    };
+    let get =
+        |target: &str, extra: &str| format!("GET {target} HTTP/1.1\r\nhost: x\r\n{extra}\r\n");
+    let domains = format!("/1.0/domains?customerKey={key}&limit=1");
+    // 98 fields besides host: within hyper's 100.
+    let answer = raw_exchange(&s, get(&domains, &fields(98, 1)).as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    for (target, management) in [
+        (domains.as_str(), false),
+        ("/v1/organizations/1/sites", true),
+    ] {
+        let mut io = s.connect().await.unwrap();
+        let answer = raw_exchange_on(&mut io, get(target, &fields(120, 1)).as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+        assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
+        let body = json_body(&answer);
+        assert_eq!(
+            body["message"], "Too many header fields (at most 100)",
+            "{answer}"
+        );
+        assert_eq!(body["txId"].is_string(), management, "{answer}");
+        assert!(closed_within(&mut io, WAIT).await);
+    }
+    // With a body after the head.
+    let post = format!(
+        "POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: 2\r\n{}\r\n{{}}",
+        fields(200, 10)
+    );
+    let answer = raw_exchange(&s, post.as_bytes()).await;
+    assert_eq!(
+        json_body(&answer)["message"],
+        "Too many header fields (at most 100)",
+        "{answer}"
+    );
+    // 1,100 fields of 1,000 bytes: past the 1 MiB rule, though hyper stops at the 101st field.
+    let answer = raw_exchange(&s, get(&domains, &fields(1_100, 1_000)).as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer}");
+    assert_eq!(
+        json_body(&answer)["message"],
+        "Request too large",
+        "{answer}"
+    );
+    // The server still serves.
+    let answer = raw_exchange(&s, get(&domains, "").as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    s.stop().await;
+}
+
+/// Requests refused by their route before their body is read (404, 405), sent whole before the
+/// answer is read, as simple clients do: the answer must arrive intact, not as a reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_by_route_reaches_a_client_that_sends_its_whole_body_first() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("target");
+    let body = " ".repeat(1_000_000);
+    for (method, target, status, management) in [
+        ("PUT", format!("/1.0/events?customerKey={key}"), 405, false),
+        ("POST", "/1.0/nowhere".to_string(), 404, false),
+        ("POST", "/v1/nowhere".to_string(), 404, true),
+        ("PATCH", "/v1/organizations/1/sites".to_string(), 405, true),
+    ] {
+        let raw = format!(
+            "{method} {target} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut io = s.connect().await.unwrap();
+        let answer = raw_exchange_on(&mut io, raw.as_bytes()).await;
+        assert!(
+            answer.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{method} {target}: {:?}",
+            &answer[..answer.len().min(300)]
+        );
+        assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
+        let json = json_body(&answer);
+        assert_eq!(json["statusCode"], status, "{answer}");
+        assert_eq!(json["txId"].is_string(), management, "{answer}");
+        assert!(closed_within(&mut io, WAIT).await, "{method} {target}");
+    }
+    // Without a body the connection stays open for the next request.
+    let mut io = s.connect().await.unwrap();
+    let answer = raw_exchange_on(&mut io, b"GET /1.0/nowhere HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 404 "), "{answer}");
+    assert!(!answer.contains("connection: close"), "{answer}");
+    let answer = raw_exchange_on(
+        &mut io,
+        format!("GET /1.0/domains?customerKey={key} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes(),
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    s.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_requests_get_answers_and_never_a_panic() {
     panics();

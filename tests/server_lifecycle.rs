@@ -405,19 +405,6 @@ fn sigterm_finishes_requests_in_flight_and_loses_nothing() {
     assert_eq!(n, 1);
 }
 
-/// True if the server closes the connection within `within`.
-async fn closed_within(io: &mut (impl tokio::io::AsyncRead + Unpin), within: Duration) -> bool {
-    let mut buf = [0u8; 1024];
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        match tokio::time::timeout_at(deadline, io.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return true,
-            Ok(Ok(_)) => continue,
-            Err(_) => return false,
-        }
-    }
-}
-
 #[tokio::test]
 async fn stalled_clients_are_cut_off() {
     let s = TestServer::start_with(|c| {

@@ -505,6 +505,22 @@ pub async fn read_response(io: &mut Box<dyn Io>) -> String {
     String::from_utf8_lossy(&buf).to_string()
 }
 
+/// True if the server closes the connection within `within`.
+pub async fn closed_within(
+    io: &mut (impl tokio::io::AsyncRead + Unpin),
+    within: std::time::Duration,
+) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, tokio::io::AsyncReadExt::read(io, &mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// A valid event with the given domain.
 pub fn event(domain: &str) -> Value {
     serde_json::json!({
