@@ -28,6 +28,9 @@ pub enum EnfError {
     UnsupportedMediaType,
     /// 429 with a Retry-After in seconds.
     TooManyRequests(u64),
+    /// 429 with a Retry-After in seconds: the request would add more new domains than the key's
+    /// budget holds now (`--cloud-limits`).
+    TooManyNewDomains(u64),
     /// 500; details are logged where they happen.
     Internal,
 }
@@ -42,7 +45,9 @@ impl EnfError {
             EnfError::NotFound(_) => StatusCode::NOT_FOUND,
             EnfError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             EnfError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            EnfError::TooManyRequests(_) => StatusCode::TOO_MANY_REQUESTS,
+            EnfError::TooManyRequests(_) | EnfError::TooManyNewDomains(_) => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             EnfError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -56,7 +61,7 @@ impl EnfError {
             EnfError::NotFound(_) => "NotFoundError",
             EnfError::MethodNotAllowed(_) => "MethodNotAllowed",
             EnfError::UnsupportedMediaType => "UnsupportedMediaType",
-            EnfError::TooManyRequests(_) => "TooManyRequests",
+            EnfError::TooManyRequests(_) | EnfError::TooManyNewDomains(_) => "TooManyRequests",
             EnfError::Internal => "InternalError",
         }
     }
@@ -72,6 +77,9 @@ impl EnfError {
             EnfError::MethodNotAllowed(_) => "Method not allowed".into(),
             EnfError::UnsupportedMediaType => "Content-Type must be application/json".into(),
             EnfError::TooManyRequests(_) => "Too many requests".into(),
+            EnfError::TooManyNewDomains(_) => {
+                "Too many new domains: at most 200 a minute for a customer key".into()
+            }
             EnfError::Internal => "Internal error".into(),
         }
     }
@@ -89,7 +97,7 @@ impl EnfError {
             EnfError::MethodNotAllowed(allow) => {
                 h.insert(ALLOW, HeaderValue::from_static(allow));
             }
-            EnfError::TooManyRequests(secs) => {
+            EnfError::TooManyRequests(secs) | EnfError::TooManyNewDomains(secs) => {
                 h.insert(RETRY_AFTER, HeaderValue::from(*secs));
             }
             EnfError::TooLarge => {

@@ -108,13 +108,14 @@ impl RateLimiter {
         }
     }
 
-    /// Seconds until `n` new domains would be allowed.
+    /// Seconds until `n` new domains would be allowed; a minute (the budget's period) for more
+    /// than the budget ever holds.
     pub fn new_domains_wait(&self, key: &str, n: u64) -> u64 {
+        if n as f64 > NEW_DOMAINS_PER_MINUTE {
+            return 60;
+        }
         self.with(key, |b| {
-            wait_secs(
-                (n as f64).min(NEW_DOMAINS_PER_MINUTE) - b.new_domains,
-                NEW_DOMAINS_PER_MINUTE / 60.0,
-            )
+            wait_secs(n as f64 - b.new_domains, NEW_DOMAINS_PER_MINUTE / 60.0)
         })
     }
 }

@@ -2,6 +2,9 @@
 //! settled by the router and the size by the server; then credentials (403), Content-Type (415),
 //! body validation (400), existence (404).
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
 use serde::Serialize;
@@ -161,6 +164,9 @@ async fn post_events(
     let batch_text = batch.hyphenated().to_string();
     let now = crate::timefmt::now();
     let allowance = state.rate.new_domain_allowance(&key);
+    // Under a new-domain budget, how many new domains a refused request would have added.
+    let refused = allowance.map(|_| Arc::new(AtomicU64::new(0)));
+    let refused_in_write = refused.clone();
     let k = key.clone();
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
     // What the write was given travels back with its result, so that its memory is freed on this
@@ -173,7 +179,12 @@ async fn post_events(
         let added = domains::ingest(conn, cache, org, &batch_text, now, &prepared)?;
         match allowance {
             // Over the new-domain budget: undo this request's writes.
-            Some(max) if added > max => Err(StoreError::Aborted(format!("{added} new domains"))),
+            Some(max) if added > max => {
+                if let Some(r) = &refused_in_write {
+                    r.store(added, Ordering::Relaxed);
+                }
+                Err(StoreError::Aborted(format!("{added} new domains")))
+            }
             _ => Ok((Some(added), (prepared, batch_text, k))),
         }
     };
@@ -193,8 +204,10 @@ async fn post_events(
         Ok((Some(added), _given)) => added,
         Ok((None, _given)) => return Err(EnfError::InvalidCredentials),
         Err(StoreError::Aborted(_)) => {
-            let needed = allowance.map_or(1, |a| a + 1);
-            return Err(EnfError::TooManyRequests(
+            // Retry-After: until the budget holds all of them (a full minute's budget for a
+            // request that adds more than it ever holds).
+            let needed = refused.map_or(1, |r| r.load(Ordering::Relaxed));
+            return Err(EnfError::TooManyNewDomains(
                 state.rate.new_domains_wait(&key, needed),
             ));
         }
