@@ -324,6 +324,8 @@ async fn domain_validation_and_normalisation() {
         "-x.example",
         "x..example",
         "example.123",
+        // An ACE label that is not valid punycode: no IDN.
+        "xn--zz.example",
     ] {
         let r = s.post_json(&events_path(&key), &event(bad)).await;
         assert_enf_error(&r, 400, "BadRequestError");

@@ -34,8 +34,14 @@ pub fn normalize(input: &str) -> Result<String, DomainError> {
     }
     let ascii = if name.is_ascii() {
         // Fast path: a plain ASCII name needs only lower-casing (UTS 46 maps ASCII upper case to
-        // lower case and leaves LDH names unchanged).
-        name.to_ascii_lowercase()
+        // lower case and leaves LDH names unchanged), unless it holds an IDN's ACE label
+        // (`xn--...`), which UTS 46 decodes and checks: `xn--zz.test` is no valid IDN.
+        let lower = name.to_ascii_lowercase();
+        if lower.contains("xn--") {
+            idna::domain_to_ascii(&lower).map_err(|_| DomainError::Invalid)?
+        } else {
+            lower
+        }
     } else {
         idna::domain_to_ascii(name).map_err(|_| DomainError::Invalid)?
     };
@@ -108,6 +114,14 @@ mod tests {
             normalize("xn--bcher-kva.test").unwrap(),
             "xn--bcher-kva.test"
         );
+        assert_eq!(
+            normalize("XN--BCHER-KVA.test").unwrap(),
+            "xn--bcher-kva.test"
+        );
+        // ACE labels that are not valid punycode, or that decode to what UTS 46 refuses.
+        for bad in ["xn--zz.test", "xn--.test", "xn--a.test", "a.xn--zz"] {
+            assert_eq!(normalize(bad), Err(DomainError::Invalid), "{bad}");
+        }
         assert_eq!(normalize("a-1.b2.example").unwrap(), "a-1.b2.example");
         assert_eq!(normalize("123.example").unwrap(), "123.example");
     }
