@@ -850,6 +850,65 @@ async fn deleting_an_organization_removes_its_sites_users_and_internal_networks(
     );
 }
 
+/// Writes racing the deletion of their organization: each is done before the deletion (200) or
+/// refused as if the organization had never existed (404); never a 5xx, nothing left behind.
+/// (Deterministically, with the deletion between scope check and write: the unit test
+/// `management::tests::writes_to_an_organization_deleted_after_the_scope_check_are_404`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_racing_the_deletion_of_their_organization_are_200_or_404() {
+    use parasol::store::tenants::{create_organization, OrgFields, Parent};
+    let s = TestServer::start().await;
+    let w = s.world();
+    let cred = &w.sp_cred;
+    let fields = OrgFields {
+        name: "Doomed".into(),
+        seats: 1,
+        ..Default::default()
+    };
+    let mut orgs = Vec::new();
+    for i in 0..10 {
+        let o = create_organization(&s.db(), Parent::ServiceProvider(w.sp), &fields, 0).unwrap();
+        let (org, site) = (o.id, o.default_site_id);
+        orgs.push(org);
+        let customer = format!("/v1/serviceproviders/{}/customers/{org}", w.sp);
+        let (users, sites, networks) = (
+            path(org, "users"),
+            path(org, "sites"),
+            path(org, "internalnetworks"),
+        );
+        let rename = path(org, &format!("sites/{site}"));
+        let (u, n, named) = (
+            user(&format!("race{i}@example.com")),
+            network("n", site),
+            json!({"name": "s"}),
+        );
+        let (a, b, c, d, e, deleted) = tokio::join!(
+            s.mgmt("POST", &users, cred, Some(&u)),
+            s.mgmt("POST", &sites, cred, Some(&named)),
+            s.mgmt("POST", &networks, cred, Some(&n)),
+            s.mgmt("PUT", &rename, cred, Some(&named)),
+            s.mgmt("POST", &sites, cred, Some(&named)),
+            s.mgmt("DELETE", &customer, cred, None),
+        );
+        assert_eq!(deleted.status, 200, "{}", deleted.text());
+        for r in [a, b, c, d, e] {
+            assert!(matches!(r.status, 200 | 404), "{}", r.text());
+        }
+    }
+    let db = s.db();
+    for table in ["sites", "internal_networks", "users"] {
+        let sql = format!(
+            "SELECT count(*) FROM {table} WHERE organization_id IN ({})",
+            orgs.iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let n: i64 = db.query_row(&sql, [], |r| r.get(0)).unwrap();
+        assert_eq!(n, 0, "{table}");
+    }
+}
+
 fn parasol(dir: &Path, args: &[&str], stdin: Option<&str>) -> (bool, Value, String) {
     use std::io::Write;
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use hyper::Response;
 use serde_json::{Map, Value};
 
-use super::common::{found, object_body, ok, paging, Input};
+use super::common::{found, object_body, ok, paging, write_org, write_org_found, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -43,23 +43,18 @@ pub async fn handle(
             let site = Input(&object_body(ctx, &body)?).req_int("siteId")?;
             // The site check is validation (400) and so comes before the appliance's existence
             // (404); both run in the writer's transaction with the move.
-            let moved = state
-                .store
-                .write(move |c| {
-                    if crate::store::sites::name_of(c, org, site)?.is_none() {
-                        return Ok(Err(unknown_site()));
-                    }
-                    Ok(store::move_appliance(c, org, id, site, now())?.ok_or(MgmtError::NotFound))
-                })
-                .await??;
+            let moved = write_org(state, org, move |c| {
+                if crate::store::sites::name_of(c, org, site)?.is_none() {
+                    return Ok(Err(unknown_site()));
+                }
+                Ok(store::move_appliance(c, org, id, site, now())?.ok_or(MgmtError::NotFound))
+            })
+            .await?;
             Ok(ok(&moved))
         }
-        DeleteVirtualAppliance { id, .. } => found(
-            state
-                .store
-                .write(move |c| store::delete_appliance(c, org, id))
-                .await?,
-        ),
+        DeleteVirtualAppliance { id, .. } => {
+            write_org_found(state, org, move |c| store::delete_appliance(c, org, id)).await
+        }
         _ => Err(MgmtError::NotFound),
     }
 }

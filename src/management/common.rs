@@ -218,12 +218,44 @@ pub fn is_email(s: &str) -> bool {
 /// failure (500), the inner one the refusal to answer (400, 404, 409).
 pub type Checked<T> = crate::store::Result<Result<T, MgmtError>>;
 
-/// Runs a checking write in the writer; its checks and its changes share one transaction.
-pub async fn write_checked<T: Send + 'static>(
+/// Runs a checking write of organization `org`'s data in the writer; its checks and its changes
+/// share one transaction. Every write under `/v1/organizations/{id}/` goes through here.
+///
+/// `dispatch` found the organization visible in a read of its own, and a concurrent delete may
+/// have removed it since: so the write first checks, in its own transaction, that the
+/// organization still exists, and answers 404 if not, exactly as if it had never existed (rather
+/// than a foreign key failure, a 500). Existing is enough to be still in scope: organization ids
+/// are never reused (AUTOINCREMENT) and an organization never changes its parent.
+pub async fn write_org<T: Send + 'static>(
     state: &crate::server::AppState,
+    org: i64,
     f: impl FnOnce(&rusqlite::Connection) -> Checked<T> + Send + 'static,
 ) -> Result<T, MgmtError> {
-    state.store.write(f).await?
+    state.store.write(move |c| in_org(c, org, f)).await?
+}
+
+/// Like [`write_org`], for a write of one addressed item that returns it: 200 with its record,
+/// or 404 when the organization has no such item.
+pub async fn write_org_found<T: serde::Serialize + Send + 'static>(
+    state: &crate::server::AppState,
+    org: i64,
+    f: impl FnOnce(&rusqlite::Connection) -> crate::store::Result<Option<T>> + Send + 'static,
+) -> Result<Response<Body>, MgmtError> {
+    let rec = write_org(state, org, move |c| Ok(f(c)?.ok_or(MgmtError::NotFound))).await?;
+    Ok(ok(&rec))
+}
+
+/// Runs `f` if the organization exists, else refuses with 404 before anything is written.
+fn in_org<T>(
+    c: &rusqlite::Connection,
+    org: i64,
+    f: impl FnOnce(&rusqlite::Connection) -> Checked<T>,
+) -> Checked<T> {
+    if crate::store::tenants::organization_exists(c, org)? {
+        f(c)
+    } else {
+        Ok(Err(MgmtError::NotFound))
+    }
 }
 
 /// 200 with the record, or 404 when there is none.

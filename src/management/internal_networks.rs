@@ -9,7 +9,9 @@ use hyper::Response;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{found, list_page, object_body, ok, write_checked, Checked, Input};
+use super::common::{
+    found, list_page, object_body, ok, write_org, write_org_found, Checked, Input,
+};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -37,13 +39,15 @@ pub async fn handle(
         }
         CreateInternalNetwork { .. } => {
             let f = internal_network_input(&object_body(ctx, &body)?)?;
-            let rec =
-                write_checked(state, move |c| create_internal_network(c, org, &f, now())).await?;
+            let rec = write_org(state, org, move |c| {
+                create_internal_network(c, org, &f, now())
+            })
+            .await?;
             Ok(ok(&rec))
         }
         UpdateInternalNetwork { id, .. } => {
             let f = internal_network_input(&object_body(ctx, &body)?)?;
-            let rec = write_checked(state, move |c| {
+            let rec = write_org(state, org, move |c| {
                 if let Err(e) = check_site(c, org, f.site_id)? {
                     return Ok(Err(e));
                 }
@@ -52,12 +56,9 @@ pub async fn handle(
             .await?;
             Ok(ok(&rec))
         }
-        DeleteInternalNetwork { id, .. } => found(
-            state
-                .store
-                .write(move |c| store::delete(c, org, id))
-                .await?,
-        ),
+        DeleteInternalNetwork { id, .. } => {
+            write_org_found(state, org, move |c| store::delete(c, org, id)).await
+        }
         _ => Err(MgmtError::NotFound),
     }
 }

@@ -110,6 +110,20 @@ async fn dispatch(
     if !visible {
         return Err(MgmtError::NotFound);
     }
+    route(state, ep, org, ctx, body).await
+}
+
+/// Hands a per-organization endpoint to its resource, once `org` was found visible. That check
+/// ran in a read of its own: every write checks again that the organization still exists
+/// (`common::write_org`).
+async fn route(
+    state: &AppState,
+    ep: MgmtEndpoint,
+    org: i64,
+    ctx: &RequestCtx,
+    body: Bytes,
+) -> Result<Response<Body>, MgmtError> {
+    use MgmtEndpoint::*;
     match ep {
         ListNetworks { .. } | GetNetwork { .. } | DeleteNetwork { .. } => {
             networks::handle(state, ep, org, ctx, body).await
@@ -139,5 +153,152 @@ async fn dispatch(
         }
         ListRoles { .. } => roles::handle(state, ep, org, ctx, body).await,
         _ => Err(MgmtError::NotFound),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tenants::{self, OrgFields, Parent};
+    use crate::store::Store;
+
+    fn state(store: Store) -> AppState {
+        AppState {
+            store,
+            reputation: std::sync::Arc::new(
+                crate::reputation::ReputationHandle::open(None, None).unwrap(),
+            ),
+            public_url: None,
+            scheme: "https",
+            local_addr: "127.0.0.1:0".parse().unwrap(),
+            limits: Default::default(),
+            rate: crate::ratelimit::RateLimiter::new(false),
+            pages: Default::default(),
+            bulk: crate::bulk::BulkPool::start().unwrap(),
+        }
+    }
+
+    fn json_ctx() -> RequestCtx {
+        let mut headers = hyper::HeaderMap::new();
+        headers.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        RequestCtx {
+            method: hyper::Method::POST,
+            query: crate::http::Query::parse(None),
+            headers,
+            tx_id: "test".into(),
+        }
+    }
+
+    /// Rows a refused write might have left behind.
+    async fn rows(store: &Store) -> Vec<i64> {
+        store
+            .read(|c| {
+                ["origins", "sites", "users", "internal_networks"]
+                    .iter()
+                    .map(|t| {
+                        let sql = format!("SELECT count(*) FROM {t}");
+                        Ok(c.query_row(&sql, [], |r| r.get(0))?)
+                    })
+                    .collect()
+            })
+            .await
+            .unwrap()
+    }
+
+    /// The race of a write with the organization's deletion, made deterministic: the scope check
+    /// has passed (as `dispatch` does it) and the organization is deleted before the write runs.
+    /// Every write answers 404, as for an organization that never existed, and writes nothing.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_to_an_organization_deleted_after_the_scope_check_are_404() {
+        let dir = crate::testdir::TempDir::new("mgmt-race");
+        let store = Store::open(&dir.join("parasol.db")).unwrap();
+        let f = OrgFields {
+            name: "o".into(),
+            seats: 1,
+            ..Default::default()
+        };
+        let (gone, live) = store
+            .write(move |c| {
+                let gone = tenants::create_organization(c, Parent::None, &f, 0)?;
+                let live = tenants::create_organization(c, Parent::None, &f, 0)?;
+                Ok((gone, live))
+            })
+            .await
+            .unwrap();
+        let state = state(store.clone());
+        let scope = tenants::Scope::Organization(gone.id);
+        let (org, site) = (gone.id, gone.default_site_id);
+        assert!(store
+            .read(move |c| tenants::organization_visible(c, scope, org))
+            .await
+            .unwrap());
+        store
+            .write(move |c| tenants::delete_organization(c, org))
+            .await
+            .unwrap();
+        let before = rows(&store).await;
+        let user = serde_json::json!({"firstname": "a", "lastname": "b", "email": "a@b.example",
+            "password": "p", "roleId": 1, "timezone": "UTC"});
+        let network = serde_json::json!({"name": "n", "ipAddress": "10.0.0.0", "prefixLength": 8, "siteId": site});
+        let device = "0a0b0c0d".to_string();
+        use MgmtEndpoint::*;
+        let writes = [
+            (CreateSite { org }, serde_json::json!({"name": "s"})),
+            (
+                UpdateSite { org, id: site },
+                serde_json::json!({"name": "s"}),
+            ),
+            (DeleteSite { org, id: site }, serde_json::Value::Null),
+            (CreateUser { org }, user),
+            (DeleteUser { org, id: 1 }, serde_json::Value::Null),
+            (CreateInternalNetwork { org }, network.clone()),
+            (UpdateInternalNetwork { org, id: 1 }, network),
+            (
+                DeleteInternalNetwork { org, id: 1 },
+                serde_json::Value::Null,
+            ),
+            (
+                UpdateVirtualAppliance { org, id: 1 },
+                serde_json::json!({"siteId": site}),
+            ),
+            (
+                DeleteVirtualAppliance { org, id: 1 },
+                serde_json::Value::Null,
+            ),
+            (
+                UpdateRoamingComputer {
+                    org,
+                    device: device.clone(),
+                },
+                serde_json::json!({"name": "pc"}),
+            ),
+            (
+                DeleteRoamingComputer { org, device },
+                serde_json::Value::Null,
+            ),
+            (DeleteNetwork { org, id: 1 }, serde_json::Value::Null),
+        ];
+        for (ep, body) in writes {
+            let what = format!("{ep:?}");
+            let body = Bytes::from(serde_json::to_vec(&body).unwrap());
+            let r = route(&state, ep, org, &json_ctx(), body).await;
+            assert_eq!(r.err(), Some(MgmtError::NotFound), "{what}");
+        }
+        assert_eq!(rows(&store).await, before);
+        // The same write to an organization that still exists goes ahead.
+        let body = Bytes::from_static(br#"{"name": "s"}"#);
+        let r = route(
+            &state,
+            CreateSite { org: live.id },
+            live.id,
+            &json_ctx(),
+            body,
+        )
+        .await;
+        assert_eq!(r.map(|r| r.status()).ok(), Some(hyper::StatusCode::OK));
+        store.close();
     }
 }

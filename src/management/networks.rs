@@ -5,7 +5,7 @@ use bytes::Bytes;
 use hyper::Response;
 use serde_json::{Map, Value};
 
-use super::common::{found, ok, paging, Input};
+use super::common::{found, ok, paging, write_org_found, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -39,12 +39,9 @@ pub async fn handle(
                 .read(move |c| store::get_network(c, org, id))
                 .await?,
         ),
-        DeleteNetwork { id, .. } => found(
-            state
-                .store
-                .write(move |c| store::delete_network(c, org, id))
-                .await?,
-        ),
+        DeleteNetwork { id, .. } => {
+            write_org_found(state, org, move |c| store::delete_network(c, org, id)).await
+        }
         _ => Err(MgmtError::NotFound),
     }
 }

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use hyper::Response;
 use serde_json::{Map, Value};
 
-use super::common::{found, object_body, ok, paging, Input};
+use super::common::{found, object_body, ok, paging, write_org_found, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -55,19 +55,17 @@ pub async fn handle(
         UpdateRoamingComputer { device, .. } => {
             // `name` is the only input field; the rest of the record is output only.
             let name = Input(&object_body(ctx, &body)?).req_str("name")?;
-            found(
-                state
-                    .store
-                    .write(move |c| store::rename_roaming_computer(c, org, &device, &name))
-                    .await?,
-            )
+            write_org_found(state, org, move |c| {
+                store::rename_roaming_computer(c, org, &device, &name)
+            })
+            .await
         }
-        DeleteRoamingComputer { device, .. } => found(
-            state
-                .store
-                .write(move |c| store::delete_roaming_computer(c, org, &device))
-                .await?,
-        ),
+        DeleteRoamingComputer { device, .. } => {
+            write_org_found(state, org, move |c| {
+                store::delete_roaming_computer(c, org, &device)
+            })
+            .await
+        }
         _ => Err(MgmtError::NotFound),
     }
 }

@@ -9,7 +9,9 @@ use hyper::Response;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{found, list_page, object_body, ok, write_checked, Checked, Input};
+use super::common::{
+    found, list_page, object_body, ok, write_org, write_org_found, Checked, Input,
+};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -31,23 +33,18 @@ pub async fn handle(
         GetSite { id, .. } => found(state.store.read(move |c| store::get(c, org, id)).await?),
         CreateSite { .. } => {
             let name = site_input(&object_body(ctx, &body)?)?;
-            let rec = state
-                .store
-                .write(move |c| store::create(c, org, &name, now()))
-                .await?;
+            let rec = write_org(state, org, move |c| {
+                Ok(Ok(store::create(c, org, &name, now())?))
+            })
+            .await?;
             Ok(ok(&rec))
         }
         UpdateSite { id, .. } => {
             let name = site_input(&object_body(ctx, &body)?)?;
-            found(
-                state
-                    .store
-                    .write(move |c| store::rename(c, org, id, &name, now()))
-                    .await?,
-            )
+            write_org_found(state, org, move |c| store::rename(c, org, id, &name, now())).await
         }
         DeleteSite { id, .. } => {
-            let rec = write_checked(state, move |c| delete_site(c, org, id)).await?;
+            let rec = write_org(state, org, move |c| delete_site(c, org, id)).await?;
             Ok(ok(&rec))
         }
         _ => Err(MgmtError::NotFound),

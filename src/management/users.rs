@@ -9,7 +9,9 @@ use hyper::Response;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{found, list_page, object_body, ok, write_checked, Checked, Input};
+use super::common::{
+    found, list_page, object_body, ok, write_org, write_org_found, Checked, Input,
+};
 use super::timezones;
 use crate::error::MgmtError;
 use crate::http::Body;
@@ -37,15 +39,12 @@ pub async fn handle(
             let hash = crate::secrets::run_limited(move || crate::secrets::hash(&password))
                 .await
                 .ok_or(MgmtError::Internal)?;
-            let rec = write_checked(state, move |c| create_user(c, org, &f, &hash, now())).await?;
+            let rec = write_org(state, org, move |c| create_user(c, org, &f, &hash, now())).await?;
             Ok(ok(&rec))
         }
-        DeleteUser { id, .. } => found(
-            state
-                .store
-                .write(move |c| store::delete(c, org, id))
-                .await?,
-        ),
+        DeleteUser { id, .. } => {
+            write_org_found(state, org, move |c| store::delete(c, org, id)).await
+        }
         _ => Err(MgmtError::NotFound),
     }
 }

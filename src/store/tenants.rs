@@ -145,13 +145,11 @@ pub fn create_site(
     Ok(conn.last_insert_rowid())
 }
 
+/// True when the organization exists (checked by every management write of its data).
 pub fn organization_exists(conn: &Connection, org: i64) -> Result<bool> {
     Ok(conn
-        .query_row(
-            "SELECT 1 FROM organizations WHERE id = ?1",
-            params![org],
-            |_| Ok(()),
-        )
+        .prepare_cached("SELECT 1 FROM organizations WHERE id = ?1")?
+        .query_row(params![org], |_| Ok(()))
         .optional()?
         .is_some())
 }
