@@ -570,6 +570,22 @@ async fn customer_validation_names_the_field() {
         let r = s.mgmt("POST", &path, &w.sp_cred, Some(&c)).await;
         assert_mgmt_error(&r, 400, field);
     }
+    // An unknown packageId (an existence check) is named before bad fields after it in the
+    // spec's table, on create and on update.
+    let existing = format!("{path}/{}", w.sp_org);
+    for (method, p) in [("POST", &path), ("PUT", &existing)] {
+        for (later, value) in [
+            ("dealId", json!(5)),
+            ("adminEmails", json!([])),
+            ("ccwDealOwnerEmails", json!("x")),
+        ] {
+            let mut c = customer("x");
+            c["packageId"] = json!(999);
+            c[later] = value;
+            let r = s.mgmt(method, p, &w.sp_cred, Some(&c)).await;
+            assert_mgmt_error(&r, 400, "packageId");
+        }
+    }
     // Bodies that are not a JSON object.
     for body in [&b"[]"[..], b"\"x\"", b"{", b"", b"null"] {
         let r = s

@@ -969,6 +969,9 @@ async fn register_commands_print_records_the_interface_serves() {
         ("roaming register --last-sync today", "--last-sync"),
         ("roaming register --applied-bundle -1", "--applied-bundle"),
         ("va register OTHER_SITE", "--site-id"),
+        // An unknown site is named before bad fields after siteId in the spec's table.
+        ("va register OTHER_SITE --internal-ip 10.0.0", "--site-id"),
+        ("va register OTHER_SITE --external-ip nope", "--site-id"),
         ("va register --internal-ip 10.0.0", "--internal-ip"),
         ("va register --external-ip nope", "--external-ip"),
         ("va register --state bogus=yes", "--state bogus"),

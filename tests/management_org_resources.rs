@@ -554,6 +554,14 @@ async fn validation_names_the_field() {
     add("timezone", json!("Mars/Olympus_Mons"));
     add("timezone", json!("europe/berlin"));
     add("timezone", json!("+02:00"));
+    // An unknown roleId (an existence check) is named before a bad field after it in the spec's
+    // table.
+    for timezone in [json!("Nope"), json!(null), json!(5)] {
+        let mut b = json!({"firstname": "a", "lastname": "b", "email": "ord@x.example",
+            "password": "p", "roleId": 99});
+        b["timezone"] = timezone;
+        cases.push(("POST", path(org, "users"), b, "roleId"));
+    }
     for (method, p, body, field) in cases {
         let r = s.mgmt(method, &p, cred, Some(&body)).await;
         assert_eq!(r.status, 400, "{method} {p} {body}: {}", r.text());

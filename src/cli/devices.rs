@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::tenants::{db_err, require_org, to_flag_message};
 use super::{default_data_dir, in_transaction};
 use crate::error::MgmtError;
-use crate::management::appliances::{appliance_input, unknown_site, STATE_MEMBERS};
+use crate::management::appliances::{appliance_input, STATE_MEMBERS};
 use crate::management::networks::network_input;
 use crate::management::roaming::roaming_input;
 use crate::store::devices;
@@ -323,13 +323,7 @@ pub fn va(cmd: VaCmd) -> Result<Value, String> {
                 "lastSyncTime": last_sync,
             },
         }));
-        let n = appliance_input(&input).map_err(flag_message)?;
-        if crate::store::sites::name_of(c, a.org, n.site_id)
-            .map_err(db_err)?
-            .is_none()
-        {
-            return Err(flag_message(unknown_site()));
-        }
+        let n = appliance_input(c, a.org, &input).map_err(flag_message)?;
         let rec = devices::insert_appliance(c, a.org, &n, now()).map_err(db_err)?;
         serde_json::to_value(rec).map_err(|e| e.to_string())
     })

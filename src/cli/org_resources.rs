@@ -208,7 +208,9 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
         "roleId": a.role_id,
         "timezone": a.timezone,
     });
-    let (f, password) = user_input(&object(input)).map_err(refusal)?;
+    // Validated (the role's existence included) before the slow hashing, which runs outside the
+    // write transaction.
+    let (f, password) = user_input(&open_db(&a.data_dir)?, &object(input)).map_err(refusal)?;
     let hash = crate::secrets::hash(&password);
     in_transaction(&a.data_dir, |c| {
         require_org(c, a.org)?;

@@ -258,7 +258,7 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
                     .map_err(db_err)?
                     .ok_or_else(|| format!("no service provider {sp}"))?;
                 input["packageId"] = json!(a.package_id.unwrap_or(pkg));
-                customer_input(input.as_object().ok_or("input")?).map_err(flag)?
+                customer_input(c, input.as_object().ok_or("input")?).map_err(flag)?
             }
             Parent::Msp(m) => {
                 if !customers::msp_exists(c, m).map_err(db_err)? {

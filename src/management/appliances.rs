@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 use hyper::Response;
+use rusqlite::Connection;
 use serde_json::{Map, Value};
 
 use super::common::{found, object_body, ok, paging, write_org, write_org_found, Input};
@@ -44,8 +45,8 @@ pub async fn handle(
             // The site check is validation (400) and so comes before the appliance's existence
             // (404); both run in the writer's transaction with the move.
             let moved = write_org(state, org, move |c| {
-                if crate::store::sites::name_of(c, org, site)?.is_none() {
-                    return Ok(Err(unknown_site()));
+                if let Err(e) = check_site(c, org, site) {
+                    return Ok(Err(e));
                 }
                 Ok(store::move_appliance(c, org, id, site, now())?.ok_or(MgmtError::NotFound))
             })
@@ -59,9 +60,15 @@ pub async fn handle(
     }
 }
 
-/// The 400 for a `siteId` that is not a site of the organization.
-pub fn unknown_site() -> MgmtError {
-    MgmtError::BadRequest("siteId must be the id of a site of the organization".into())
+/// 400 naming `siteId` unless it is a site of the organization.
+fn check_site(c: &Connection, org: i64, site: i64) -> Result<(), MgmtError> {
+    if crate::store::sites::name_of(c, org, site)?.is_some() {
+        Ok(())
+    } else {
+        Err(MgmtError::BadRequest(
+            "siteId must be the id of a site of the organization".into(),
+        ))
+    }
 }
 
 /// Prefixes a nested object's validation message with the member holding it (`state.syncing`).
@@ -113,15 +120,20 @@ const SETTINGS_MEMBERS: &[&str] = &[
     "lastSyncTime",
 ];
 
-/// Validates a virtual appliance's registration: `name` and `siteId` required (the caller checks
-/// that the site belongs to the organization); `isUpgradable`, `type` (default
-/// virtual_appliance), `health` (default okay) optional; `state` and `settings` objects with the
-/// spec's members only, each of the spec's type (IPv4 addresses, `uptime` >= 0, `lastSyncTime`
-/// RFC 3339).
-pub fn appliance_input(m: &Map<String, Value>) -> Result<NewAppliance, MgmtError> {
+/// Validates a virtual appliance's registration in organization `org`, fields in the spec's
+/// order: `name` and `siteId` (a site of the organization) required; `isUpgradable`, `type`
+/// (default virtual_appliance), `health` (default okay) optional; `state` and `settings` objects
+/// with the spec's members only, each of the spec's type (IPv4 addresses, `uptime` >= 0,
+/// `lastSyncTime` RFC 3339).
+pub fn appliance_input(
+    c: &Connection,
+    org: i64,
+    m: &Map<String, Value>,
+) -> Result<NewAppliance, MgmtError> {
     let i = Input(m);
     let name = i.req_str("name")?;
     let site_id = i.req_int("siteId")?;
+    check_site(c, org, site_id)?;
     let is_upgradable = i.opt_bool("isUpgradable")?.unwrap_or(false);
     let empty = Map::new();
     let s = Input(sub_object(m, "state", STATE_MEMBERS)?.unwrap_or(&empty));

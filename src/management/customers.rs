@@ -5,6 +5,8 @@
 
 use bytes::Bytes;
 use hyper::Response;
+use rusqlite::Connection;
+use serde_json::{Map, Value};
 
 use super::common::{object_body, ok, paging, Input};
 use crate::error::MgmtError;
@@ -64,16 +66,16 @@ pub async fn handle(
             rec.map(|r| ok(&r)).ok_or(MgmtError::NotFound)
         }
         CreateCustomer { .. } => {
-            let f = customer_input(&object_body(ctx, &body)?)?;
-            let rec = write_checked(state, f, move |c, f| {
+            let m = object_body(ctx, &body)?;
+            let rec = write_checked(state, m, move |c, f| {
                 store::create(c, parent, f, now()).map(Some)
             })
             .await?;
             Ok(ok(&rec))
         }
         UpdateCustomer { customer, .. } => {
-            let f = customer_input(&object_body(ctx, &body)?)?;
-            let rec = write_checked(state, f, move |c, f| {
+            let m = object_body(ctx, &body)?;
+            let rec = write_checked(state, m, move |c, f| {
                 store::update(c, parent, customer, f, now())
             })
             .await?;
@@ -90,46 +92,27 @@ pub async fn handle(
     }
 }
 
-/// Why a checked write did not happen.
-enum Refused {
-    UnknownPackage,
-    Missing,
-}
-
-/// Runs a create or update in the writer after checking, in the same transaction, that the
-/// package exists (400, a validation error) and then that the customer exists (404).
+/// Runs a create or update in the writer after validating the input in the same transaction
+/// (400, the package's existence included) and then checking that the customer exists (404).
 async fn write_checked(
     state: &AppState,
-    f: OrgFields,
-    op: impl FnOnce(&rusqlite::Connection, &OrgFields) -> crate::store::Result<Option<CustomerRecord>>
+    m: Map<String, Value>,
+    op: impl FnOnce(&Connection, &OrgFields) -> crate::store::Result<Option<CustomerRecord>>
         + Send
         + 'static,
 ) -> Result<CustomerRecord, MgmtError> {
-    let outcome = state
+    state
         .store
-        .write(move |c| {
-            if let Some(p) = f.package_id {
-                if !store::package_exists(c, p)? {
-                    return Ok(Err(Refused::UnknownPackage));
-                }
-            }
-            Ok(op(c, &f)?.ok_or(Refused::Missing))
+        .write(move |c| match customer_input(c, &m) {
+            Ok(f) => Ok(op(c, &f)?.ok_or(MgmtError::NotFound)),
+            Err(e) => Ok(Err(e)),
         })
-        .await
-        .map_err(MgmtError::from)?;
-    match outcome {
-        Ok(rec) => Ok(rec),
-        Err(Refused::UnknownPackage) => Err(MgmtError::BadRequest(
-            "packageId must be the id of a known package".into(),
-        )),
-        Err(Refused::Missing) => Err(MgmtError::NotFound),
-    }
+        .await?
 }
 
-/// Validates a Customer input object (create and the full-replacement update).
-pub fn customer_input(
-    m: &serde_json::Map<String, serde_json::Value>,
-) -> Result<OrgFields, MgmtError> {
+/// Validates a Customer input object (create and the full-replacement update), an unknown
+/// `packageId` included.
+pub fn customer_input(c: &Connection, m: &Map<String, Value>) -> Result<OrgFields, MgmtError> {
     let i = Input(m);
     let country = || -> Result<String, MgmtError> {
         let c = i.req_str("countryCode")?;
@@ -139,6 +122,16 @@ pub fn customer_input(
             ));
         }
         Ok(c.to_ascii_uppercase())
+    };
+    let package = || -> Result<i64, MgmtError> {
+        let p = i.req_int("packageId")?;
+        if store::package_exists(c, p)? {
+            Ok(p)
+        } else {
+            Err(MgmtError::BadRequest(
+                "packageId must be the id of a known package".into(),
+            ))
+        }
     };
     // Fields are checked in the order of the spec's table; the first bad one is named.
     Ok(OrgFields {
@@ -150,7 +143,7 @@ pub fn customer_input(
         state: Some(i.req_str("state")?),
         country_code: Some(country()?),
         zip_code: i.opt_str("zipCode")?,
-        package_id: Some(i.req_int("packageId")?),
+        package_id: Some(package()?),
         deal_id: i.opt_str("dealId")?,
         admin_emails: i.req_emails("adminEmails")?,
         ccw_deal_owner_emails: i.opt_emails("ccwDealOwnerEmails")?,

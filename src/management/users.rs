@@ -33,7 +33,9 @@ pub async fn handle(
         ListUsers { .. } => list_page(state, ctx, move |c, l, o| store::list(c, org, l, o)).await,
         GetUser { id, .. } => found(state.store.read(move |c| store::get(c, org, id)).await?),
         CreateUser { .. } => {
-            let (f, password) = user_input(&object_body(ctx, &body)?)?;
+            let m = object_body(ctx, &body)?;
+            // The role's existence is part of the validation, before the hashing.
+            let (f, password) = state.store.read(move |c| Ok(user_input(c, &m))).await??;
             // SECURITY: argon2 is slow and memory-hungry on purpose; the bounded executor keeps a
             // burst of creates from running more hashes at once than there are cores.
             let hash = crate::secrets::run_limited(move || crate::secrets::hash(&password))
@@ -49,15 +51,19 @@ pub async fn handle(
     }
 }
 
-/// Validates a User input object, fields in the spec's order; returns the fields and the
-/// password (to be hashed by the caller).
-pub fn user_input(m: &Map<String, Value>) -> Result<(UserFields, String), MgmtError> {
+/// Validates a User input object, fields in the spec's order, an unknown `roleId` included;
+/// returns the fields and the password (to be hashed by the caller).
+pub fn user_input(
+    c: &Connection,
+    m: &Map<String, Value>,
+) -> Result<(UserFields, String), MgmtError> {
     let i = Input(m);
     let firstname = i.req_str("firstname")?;
     let lastname = i.req_str("lastname")?;
     let email = i.req_email("email")?;
     let password = i.req_secret("password")?;
     let role_id = i.req_int("roleId")?;
+    check_role(c, role_id)?;
     let timezone = i.req_str("timezone")?;
     if !timezones::is_iana(&timezone) {
         return Err(MgmtError::BadRequest(
@@ -74,8 +80,21 @@ pub fn user_input(m: &Map<String, Value>) -> Result<(UserFields, String), MgmtEr
     Ok((f, password))
 }
 
-/// Creates a user after checking the role (400) and that the e-mail address is free in the
-/// organization (409). Used by the API and the command line.
+/// 400 naming `roleId` unless it is the id of a role.
+fn check_role(c: &Connection, role_id: i64) -> Result<(), MgmtError> {
+    if store::role_exists(c, role_id)? {
+        Ok(())
+    } else {
+        Err(MgmtError::BadRequest(
+            "roleId must be the id of a role (see GET /v1/organizations/{organizationId}/roles)"
+                .into(),
+        ))
+    }
+}
+
+/// Creates a user after checking again, in the write's transaction, the role (400) and then
+/// that the e-mail address is free in the organization (409). Used by the API and the command
+/// line.
 pub fn create_user(
     c: &Connection,
     org: i64,
@@ -83,11 +102,8 @@ pub fn create_user(
     password_hash: &str,
     now: i64,
 ) -> Checked<UserRecord> {
-    if !store::role_exists(c, f.role_id)? {
-        return Ok(Err(MgmtError::BadRequest(
-            "roleId must be the id of a role (see GET /v1/organizations/{organizationId}/roles)"
-                .into(),
-        )));
+    if let Err(e) = check_role(c, f.role_id) {
+        return Ok(Err(e));
     }
     if store::email_taken(c, org, &f.email)? {
         return Ok(Err(MgmtError::Conflict(format!(
