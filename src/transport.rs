@@ -21,9 +21,9 @@ use crate::error::{EnfError, MgmtError};
 ///   answered by hyper itself with a bare 400, 414 or 431 and no body. The transport writes a JSON
 ///   error of the request's interface instead (decisions.md: every error has a JSON body; a
 ///   request over 1 MiB is a 400 `Request too large`), then closes after a lingering discard.
-/// - hyper's 431 also stands for more header fields than it parses (100), which
-///   it finds before the head has fully arrived. Which of the two it was is settled by reading on
-///   (and discarding) until the request is past the 1 MiB rule or the client stops sending.
+/// - hyper's 431 also stands for more header fields than it parses (100), which it finds before
+///   the head has fully arrived. Which of the two it was is settled by reading on (and
+///   discarding) until the request is past the 1 MiB rule or the client stops sending.
 pub struct Transport<T> {
     inner: T,
     /// Set by the request handler when it refuses a request for its size: closing first
@@ -76,9 +76,7 @@ impl<T> Transport<T> {
             out_pos: 0,
         }
     }
-}
 
-impl<T> Transport<T> {
     /// An answer is being written: the next read starts the next request.
     fn answering(&mut self) {
         self.sniffed = false;
