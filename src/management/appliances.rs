@@ -7,7 +7,9 @@ use hyper::Response;
 use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{found, object_body, ok, paging, write_org, write_org_found, Input};
+use super::common::{
+    check_site, found, object_body, ok, paging, write_org, write_org_found, Input,
+};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
@@ -45,7 +47,7 @@ pub async fn handle(
             // The site check is validation (400) and so comes before the appliance's existence
             // (404); both run in the writer's transaction with the move.
             let moved = write_org(state, org, move |c| {
-                if let Err(e) = check_site(c, org, site) {
+                if let Err(e) = check_site(c, org, site)? {
                     return Ok(Err(e));
                 }
                 Ok(store::move_appliance(c, org, id, site, now())?.ok_or(MgmtError::NotFound))
@@ -57,17 +59,6 @@ pub async fn handle(
             write_org_found(state, org, move |c| store::delete_appliance(c, org, id)).await
         }
         _ => Err(MgmtError::NotFound),
-    }
-}
-
-/// 400 naming `siteId` unless it is a site of the organization.
-fn check_site(c: &Connection, org: i64, site: i64) -> Result<(), MgmtError> {
-    if crate::store::sites::name_of(c, org, site)?.is_some() {
-        Ok(())
-    } else {
-        Err(MgmtError::BadRequest(
-            "siteId must be the id of a site of the organization".into(),
-        ))
     }
 }
 
@@ -133,7 +124,7 @@ pub fn appliance_input(
     let i = Input(m);
     let name = i.req_str("name")?;
     let site_id = i.req_int("siteId")?;
-    check_site(c, org, site_id)?;
+    check_site(c, org, site_id)??;
     let is_upgradable = i.opt_bool("isUpgradable")?.unwrap_or(false);
     let empty = Map::new();
     let s = Input(sub_object(m, "state", STATE_MEMBERS)?.unwrap_or(&empty));

@@ -245,6 +245,18 @@ pub async fn write_org_found<T: serde::Serialize + Send + 'static>(
     Ok(ok(&rec))
 }
 
+/// 400 naming `siteId` unless `site` is a site of the organization (internal networks and
+/// virtual appliances).
+pub fn check_site(c: &rusqlite::Connection, org: i64, site: i64) -> Checked<()> {
+    if crate::store::sites::name_of(c, org, site)?.is_some() {
+        Ok(Ok(()))
+    } else {
+        Ok(Err(MgmtError::BadRequest(
+            "siteId must be the id of a site of this organization".into(),
+        )))
+    }
+}
+
 /// Runs `f` if the organization exists, else refuses with 404 before anything is written.
 fn in_org<T>(
     c: &rusqlite::Connection,

@@ -10,7 +10,7 @@ use rusqlite::Connection;
 use serde_json::{Map, Value};
 
 use super::common::{
-    found, list_page, object_body, ok, write_org, write_org_found, Checked, Input,
+    check_site, found, list_page, object_body, ok, write_org, write_org_found, Checked, Input,
 };
 use crate::error::MgmtError;
 use crate::http::Body;
@@ -72,17 +72,6 @@ pub fn internal_network_input(m: &Map<String, Value>) -> Result<InternalNetworkF
         prefix_length: i.req_int_in("prefixLength", 8..=32)?,
         site_id: i.req_int("siteId")?,
     })
-}
-
-/// 400 unless `site` is a site of the organization.
-fn check_site(c: &Connection, org: i64, site: i64) -> Checked<()> {
-    if crate::store::sites::name_of(c, org, site)?.is_some() {
-        Ok(Ok(()))
-    } else {
-        Ok(Err(MgmtError::BadRequest(
-            "siteId must be the id of a site of this organization".into(),
-        )))
-    }
 }
 
 /// Creates an internal network after checking its site (used by the API and the command line).
