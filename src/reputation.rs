@@ -423,4 +423,30 @@ mod tests {
         assert_eq!(h.reload().unwrap(), (1, 0));
         assert!(h.get().accepts("safe.example", false));
     }
+
+    #[test]
+    fn reload_is_all_or_nothing() {
+        let dir = crate::testdir::TempDir::new("rep-both");
+        let (rep, good) = (dir.join("rep.csv"), dir.join("good.txt"));
+        std::fs::write(&rep, "safe.example,1\n").unwrap();
+        std::fs::write(&good, "popular.example\n").unwrap();
+        let h = ReputationHandle::open(Some(rep.clone()), Some(good.clone())).unwrap();
+        assert!(!h.get().accepts("safe.example", false));
+        // A good reputation file with a bad known-good file: neither changes.
+        std::fs::write(&rep, "safe.example,-1\n").unwrap();
+        std::fs::write(&good, "1,popular.example,extra,\n").unwrap();
+        assert!(h.reload().is_err());
+        assert!(
+            !h.get().accepts("safe.example", false),
+            "old scores in force"
+        );
+        assert!(
+            !h.get().accepts("popular.example", false),
+            "old known-good in force"
+        );
+        std::fs::write(&good, "other.example\n").unwrap();
+        assert_eq!(h.reload().unwrap(), (1, 1));
+        assert!(h.get().accepts("safe.example", false));
+        assert!(h.get().accepts("popular.example", false));
+    }
 }

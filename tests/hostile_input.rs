@@ -680,3 +680,37 @@ async fn random_requests_get_answers_and_never_a_panic() {
     s.stop().await;
     assert_eq!(panics(), 0, "a panic was caught");
 }
+
+/// A request with both `Content-Length` and `Transfer-Encoding: chunked` (a request-smuggling
+/// shape): the body is read as chunked, and the connection is closed after the answer, as RFC
+/// 9112 section 6.1 requires, so that no bytes the two framings disagree on are read as a request.
+#[tokio::test]
+async fn content_length_with_chunked_is_read_as_chunked_and_the_connection_closed() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("framing");
+    let body = serde_json::to_string(&event("framing.example")).unwrap();
+    let raw = format!(
+        "POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n\
+         content-length: 4\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{body}\r\n0\r\n\r\n",
+        body.len()
+    );
+    let mut io = s.connect().await.unwrap();
+    let answer = raw_exchange_on(&mut io, raw.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 202 "), "{answer}");
+    assert!(answer.contains("\r\nconnection: close\r\n"), "{answer}");
+    assert!(closed_within(&mut io, WAIT).await);
+    let list = s.get(&format!("/1.0/domains?customerKey={key}")).await;
+    assert_eq!(
+        list.json()["data"][0]["name"],
+        "framing.example",
+        "{}",
+        list.text()
+    );
+    // Chunked alone keeps the connection open.
+    let raw = raw.replace("content-length: 4\r\n", "");
+    let mut io = s.connect().await.unwrap();
+    let answer = raw_exchange_on(&mut io, raw.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 202 "), "{answer}");
+    assert!(!answer.contains("connection: close"), "{answer}");
+    s.stop().await;
+}

@@ -489,6 +489,11 @@ async fn roaming_computer_filters() {
         list("lastSyncBefore=2026-11-22T12:00:00%2B02:00").await,
         ["Alice-MacBook"]
     );
+    // RFC 3339 allows the separator and the zone letter in lower case.
+    assert_eq!(
+        list("lastSyncBefore=2026-11-22t10:00:00.5z").await,
+        ["Alice-MacBook", "bob-pc"]
+    );
     // An unencoded `+` arrives as a space and is still understood.
     assert_eq!(
         list("lastSyncBefore=2026-11-22T12:00:00+02:00").await,
@@ -509,6 +514,8 @@ async fn roaming_computer_filters() {
         ("lastSyncAfter", "2026-11-22T10:00:00"),
         ("lastSyncAfter", "2026-02-30T10:00:00Z"),
         ("lastSyncBefore", "1795341600"),
+        ("lastSyncBefore", "2026-11-22x10:00:00Z"),
+        ("lastSyncAfter", "2026-11-22%2010:00:00Z"),
     ] {
         let path = format!("{}?{param}={value}", org_path(w.sp_org, "roamingcomputers"));
         let r = s.mgmt("GET", &path, &w.sp_org_cred, None).await;

@@ -94,9 +94,11 @@ fn filter(ctx: &RequestCtx) -> Result<RoamingFilter, MgmtError> {
 /// Parses a date-time from a query string as whole epoch seconds. `lastSync` is stored in whole
 /// seconds, so `lastSync < t` for a `t` with a non-zero fraction is `lastSync < ceil(t)`
 /// (`round_up`), and `lastSync > t` is `lastSync > floor(t)`. A `+` of an unencoded offset
-/// arrives as a space (form decoding); RFC 3339 has no space, so it is read back as `+`.
+/// arrives as a space (form decoding); RFC 3339 has no space, so it is read back as `+`. RFC 3339
+/// (section 5.6) allows `t` and `z` in lower case; the only letters it has are those two, so
+/// upper-casing the whole value accepts them and lets nothing else through.
 fn query_time(v: &str, round_up: bool) -> Option<i64> {
-    let v = v.replace(' ', "+");
+    let v = v.replace(' ', "+").to_ascii_uppercase();
     let secs = crate::timefmt::parse_rfc3339(&v)?;
     let fraction = v
         .get(19..)
