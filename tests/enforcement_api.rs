@@ -1202,6 +1202,69 @@ async fn tenants_never_see_or_delete_each_others_entries() {
     assert_eq!(listed(&s, &a).await, ["only-a.example"]);
 }
 
+/// Events of two tenants arriving at once are committed in shared groups by the one writer; each
+/// list still gets exactly its own names, a name both send is an entry in each list, and every
+/// event is stored for its own tenant.
+#[tokio::test]
+async fn concurrent_tenants_share_commits_but_never_entries() {
+    let s = TestServer::start().await;
+    let (org_a, a) = s.create_org("a");
+    let (org_b, b) = s.create_org("b");
+    const TASKS: usize = 16;
+    const EACH: usize = 12;
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let client = s.client.clone();
+        let key = if t % 2 == 0 { a.clone() } else { b.clone() };
+        tasks.push(tokio::spawn(async move {
+            for n in 0..EACH {
+                // Every third event names a domain that a task of the other tenant sends too.
+                let name = if n % 3 == 0 {
+                    format!("shared-{}-{n}.example", t / 2)
+                } else {
+                    format!("own-{t}-{n}.example")
+                };
+                let r = client.post_json(&events_path(&key), &event(&name)).await;
+                assert_eq!(r.status, 202, "{}", r.text());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    for (t0, org, key) in [(0, org_a, &a), (1, org_b, &b)] {
+        let mut want = std::collections::BTreeSet::new();
+        for t in (t0..TASKS).step_by(2) {
+            for n in 0..EACH {
+                want.insert(if n % 3 == 0 {
+                    format!("shared-{}-{n}.example", t / 2)
+                } else {
+                    format!("own-{t}-{n}.example")
+                });
+            }
+        }
+        let (mut names, mut ids) = (Vec::new(), std::collections::BTreeSet::new());
+        for page in 1.. {
+            let r = s
+                .get(&format!("{}&limit=25&page={page}", domains_path(key)))
+                .await;
+            assert_eq!(r.status, 200, "{}", r.text());
+            let b = r.json();
+            for e in b["data"].as_array().unwrap() {
+                names.push(e["name"].as_str().unwrap().to_string());
+                assert!(ids.insert(e["id"].as_i64().unwrap()), "{e}");
+            }
+            if b["meta"]["next"] == false {
+                break;
+            }
+        }
+        let got: std::collections::BTreeSet<String> = names.iter().cloned().collect();
+        assert_eq!(got.len(), names.len(), "each name once: {names:?}");
+        assert_eq!(got, want);
+        assert_eq!(event_count(&s, org), (TASKS / 2 * EACH) as i64);
+    }
+}
+
 #[tokio::test]
 async fn unknown_routes_and_wrong_methods() {
     let s = TestServer::start().await;
