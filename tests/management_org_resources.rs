@@ -743,6 +743,93 @@ async fn unknown_ids_and_organizations_out_of_scope_are_404() {
     );
 }
 
+/// Two organizations' writes arriving at once: each list holds exactly its own records, ids are
+/// never shared, and a site's derived internal network count counts every network put on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writes_of_two_organizations_stay_apart() {
+    let s = TestServer::start().await;
+    let w = s.world();
+    const TASKS: usize = 8;
+    let orgs = [
+        (w.sp_org, w.sp_org_cred.clone()),
+        (w.msp_org, w.msp_org_cred.clone()),
+    ];
+    let mut defaults = Vec::new();
+    for (org, cred) in &orgs {
+        let sites = call(&s, "GET", &path(*org, "sites"), cred, None).await;
+        defaults.push(sites[0]["siteId"].as_i64().unwrap());
+    }
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        for ((org, cred), default) in orgs.iter().zip(&defaults) {
+            let (client, org, cred, default) = (s.client.clone(), *org, cred.clone(), *default);
+            tasks.push(tokio::spawn(async move {
+                for i in 0..3 {
+                    let site = json!({"name": format!("site {org}-{t}-{i}")});
+                    let r = client
+                        .mgmt("POST", &path(org, "sites"), &cred, Some(&site))
+                        .await;
+                    assert_eq!(r.status, 200, "{}", r.text());
+                }
+                let net = network(&format!("net {org}-{t}"), default);
+                let r = client
+                    .mgmt("POST", &path(org, "internalnetworks"), &cred, Some(&net))
+                    .await;
+                assert_eq!(r.status, 200, "{}", r.text());
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let mut site_ids = std::collections::BTreeSet::new();
+    let mut origin_ids = std::collections::BTreeSet::new();
+    for ((org, cred), default) in orgs.iter().zip(&defaults) {
+        let sites = call(
+            &s,
+            "GET",
+            &format!("{}?limit=200", path(*org, "sites")),
+            cred,
+            None,
+        )
+        .await;
+        let sites = sites.as_array().unwrap();
+        let mut names: Vec<String> = Vec::new();
+        for site in sites {
+            assert!(site_ids.insert(site["siteId"].as_i64().unwrap()), "{site}");
+            assert!(
+                origin_ids.insert(site["originId"].as_i64().unwrap()),
+                "{site}"
+            );
+            if site["siteId"] == *default {
+                assert_eq!(site["internalNetworkCount"], TASKS, "{site}");
+            } else {
+                names.push(site["name"].as_str().unwrap().to_string());
+            }
+        }
+        names.sort();
+        let mut want: Vec<String> = (0..TASKS)
+            .flat_map(|t| (0..3).map(move |i| format!("site {org}-{t}-{i}")))
+            .collect();
+        want.sort();
+        assert_eq!(names, want);
+        let nets = call(&s, "GET", &path(*org, "internalnetworks"), cred, None).await;
+        let nets = nets.as_array().unwrap();
+        assert_eq!(nets.len(), TASKS);
+        for net in nets {
+            assert_eq!(net["siteId"], *default, "{net}");
+            assert!(net["name"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("net {org}-")));
+            assert!(
+                origin_ids.insert(net["originId"].as_i64().unwrap()),
+                "{net}"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lists_page_by_id() {
     let s = TestServer::start().await;
