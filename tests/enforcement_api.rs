@@ -1212,19 +1212,24 @@ async fn concurrent_tenants_share_commits_but_never_entries() {
     let (org_b, b) = s.create_org("b");
     const TASKS: usize = 16;
     const EACH: usize = 12;
+    // Task `t` sends for tenant a when even, b when odd; every third of its events names a
+    // domain that the other tenant's task `t ^ 1` sends too.
+    fn name(t: usize, n: usize) -> String {
+        if n.is_multiple_of(3) {
+            format!("shared-{}-{n}.example", t / 2)
+        } else {
+            format!("own-{t}-{n}.example")
+        }
+    }
     let mut tasks = Vec::new();
     for t in 0..TASKS {
         let client = s.client.clone();
         let key = if t % 2 == 0 { a.clone() } else { b.clone() };
         tasks.push(tokio::spawn(async move {
             for n in 0..EACH {
-                // Every third event names a domain that a task of the other tenant sends too.
-                let name = if n % 3 == 0 {
-                    format!("shared-{}-{n}.example", t / 2)
-                } else {
-                    format!("own-{t}-{n}.example")
-                };
-                let r = client.post_json(&events_path(&key), &event(&name)).await;
+                let r = client
+                    .post_json(&events_path(&key), &event(&name(t, n)))
+                    .await;
                 assert_eq!(r.status, 202, "{}", r.text());
             }
         }));
@@ -1236,11 +1241,7 @@ async fn concurrent_tenants_share_commits_but_never_entries() {
         let mut want = std::collections::BTreeSet::new();
         for t in (t0..TASKS).step_by(2) {
             for n in 0..EACH {
-                want.insert(if n % 3 == 0 {
-                    format!("shared-{}-{n}.example", t / 2)
-                } else {
-                    format!("own-{t}-{n}.example")
-                });
+                want.insert(name(t, n));
             }
         }
         let (mut names, mut ids) = (Vec::new(), std::collections::BTreeSet::new());
