@@ -99,26 +99,8 @@ pub fn fsync_latency(dir: &Path, duration: Duration) -> Result<super::load::Stat
 /// second.
 pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f64, String> {
     let path = dir.join("ceiling.db");
-    let conn = rusqlite::Connection::open(&path).map_err(|e| e.to_string())?;
+    let conn = ceiling_db(&path)?;
     let err = |e: rusqlite::Error| e.to_string();
-    conn.pragma_update(None, "page_size", crate::store::PAGE_SIZE)
-        .map_err(err)?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(err)?;
-    conn.pragma_update(None, "synchronous", "FULL")
-        .map_err(err)?;
-    conn.execute_batch(
-        "CREATE TABLE event_batches (id INTEGER PRIMARY KEY, organization_id INTEGER NOT NULL,
-             uuid TEXT NOT NULL, received_at INTEGER NOT NULL, event_count INTEGER NOT NULL,
-             domains TEXT NOT NULL, listed TEXT NOT NULL, events TEXT NOT NULL);
-         CREATE INDEX event_batches_org ON event_batches(organization_id);
-         CREATE TABLE domains (id INTEGER PRIMARY KEY AUTOINCREMENT,
-             organization_id INTEGER NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL,
-             created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL,
-             UNIQUE (organization_id, name));
-         CREATE UNIQUE INDEX domains_org_seq ON domains(organization_id, seq);",
-    )
-    .map_err(err)?;
     // The rows are made before the clock starts, as the server gets them already parsed.
     let requests: Vec<(Vec<String>, [String; 4])> = (0..batches)
         .map(|b| {
@@ -158,12 +140,7 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
                 events_json
             ])
             .map_err(err)?;
-            let mut dom = tx
-                .prepare_cached(
-                    "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
-                     VALUES (1, ?1, ?2, ?3, ?3)",
-                )
-                .map_err(err)?;
+            let mut dom = tx.prepare_cached(INSERT_DOMAIN).map_err(err)?;
             for d in names {
                 seq += 1;
                 dom.execute(rusqlite::params![d, seq, now]).map_err(err)?;
@@ -174,8 +151,215 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
     let rows = batches * batch_events;
     let rate = rows as f64 / start.elapsed().as_secs_f64();
     drop(conn);
-    for suffix in ["", "-wal", "-shm"] {
-        let _ = std::fs::remove_file(dir.join(format!("ceiling.db{suffix}")));
-    }
+    remove_db(&path);
     Ok(rate)
+}
+
+/// A new domain row of the storage loops (the request's domain: its name, position and second).
+const INSERT_DOMAIN: &str =
+    "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
+     VALUES (1, ?1, ?2, ?3, ?3)";
+
+/// A fresh database for a storage loop at `path`, shaped as the server's: its page size, WAL,
+/// synchronous=FULL, and the request and domain tables with the same columns and indexes
+/// (`schema.sql`). Checkpoints are SQLite's own (inside a COMMIT now and then), as in any plain
+/// rusqlite program.
+fn ceiling_db(path: &Path) -> Result<rusqlite::Connection, String> {
+    let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
+    let err = |e: rusqlite::Error| e.to_string();
+    conn.pragma_update(None, "page_size", crate::store::PAGE_SIZE)
+        .map_err(err)?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(err)?;
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(err)?;
+    conn.execute_batch(
+        "CREATE TABLE event_batches (id INTEGER PRIMARY KEY, organization_id INTEGER NOT NULL,
+             uuid TEXT NOT NULL, received_at INTEGER NOT NULL, event_count INTEGER NOT NULL,
+             domains TEXT NOT NULL, listed TEXT NOT NULL, events TEXT NOT NULL);
+         CREATE INDEX event_batches_org ON event_batches(organization_id);
+         CREATE TABLE domains (id INTEGER PRIMARY KEY AUTOINCREMENT,
+             organization_id INTEGER NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL,
+             created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL,
+             UNIQUE (organization_id, name));
+         CREATE UNIQUE INDEX domains_org_seq ON domains(organization_id, seq);",
+    )
+    .map_err(err)?;
+    Ok(conn)
+}
+
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// Transactions of the single-event storage loop: about the size of the server's own groups in
+/// the closed loop of 64 connections (29-31 writes a commit on the benchmark's 2-core VM, from
+/// its fsync count).
+pub const SINGLE_GROUP: usize = 30;
+
+/// The storage part of a single event, measured alone: a plain loop that stores what the server
+/// stores for the single-event workload (90% of the events naming one of the already-listed hot
+/// domains, 10% a new one), into tables shaped as the server's, `SINGLE_GROUP` requests a
+/// transaction, WAL and synchronous=FULL. Per request: its row (one event, its name and verdict);
+/// for a new name the domain row; for a listed name its `lastSeenAt`, once a second (as the
+/// server, which skips a name already written this second). What it leaves out is the server's
+/// own share: HTTP, validation, the hand-off to the writer, the list position and paging counts.
+/// Returns requests a second and this thread's CPU time a request (microseconds, fsync's
+/// included).
+pub fn single_event_storage(dir: &Path, requests: u64) -> Result<(f64, f64), String> {
+    let path = dir.join("single-ceiling.db");
+    let conn = ceiling_db(&path)?;
+    let measured = store_single_events(&conn, requests);
+    drop(conn);
+    remove_db(&path);
+    let (elapsed, cpu_us) = measured?;
+    Ok((requests as f64 / elapsed, cpu_us / requests.max(1) as f64))
+}
+
+/// The loop of `single_event_storage` on `conn` (a `ceiling_db`): lists the hot domains, then
+/// stores `requests` single events. Returns the seconds and the thread's CPU microseconds the
+/// stores took.
+fn store_single_events(conn: &rusqlite::Connection, requests: u64) -> Result<(f64, f64), String> {
+    let err = |e: rusqlite::Error| e.to_string();
+    let now = crate::timefmt::now();
+    let hot = super::data::HOT_DOMAINS;
+    {
+        let tx = conn.unchecked_transaction().map_err(err)?;
+        let mut dom = tx
+            .prepare(
+                "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+                 VALUES (?1, 1, ?2, ?1, ?3, ?3)",
+            )
+            .map_err(err)?;
+        for n in 0..hot {
+            let name = super::data::domain(super::data::SPACE_HOT, n);
+            dom.execute(rusqlite::params![n as i64 + 1, name, now - 1])
+                .map_err(err)?;
+        }
+        drop(dom);
+        tx.commit().map_err(err)?;
+    }
+    // The rows are made before the clock starts, as the server gets them already parsed:
+    // (the hot name's index or none for a new name, its name, the row's texts).
+    let rows: Vec<(Option<usize>, String, [String; 4])> = (0..requests)
+        .map(|i| {
+            let r = super::data::mix(i ^ 25 << 48);
+            let (hot_index, name) = if r.is_multiple_of(10) {
+                (None, super::data::domain(25, i))
+            } else {
+                let h = r % hot;
+                (
+                    Some(h as usize),
+                    super::data::domain(super::data::SPACE_HOT, h),
+                )
+            };
+            let texts = [
+                uuid::Uuid::new_v4().to_string(),
+                serde_json::to_string(&[&name]).unwrap_or_default(),
+                "[1]".to_string(),
+                format!("[{}]", super::data::event_json(&name, i)),
+            ];
+            (hot_index, name, texts)
+        })
+        .collect();
+    let mut seen = vec![now - 1; hot as usize];
+    let mut seq = hot as i64;
+    let cpu = thread_cpu_us();
+    let start = Instant::now();
+    for group in rows.chunks(SINGLE_GROUP) {
+        let tx = conn.unchecked_transaction().map_err(err)?;
+        {
+            let mut row = tx
+                .prepare_cached(
+                    "INSERT INTO event_batches (organization_id, uuid, received_at, event_count,
+                         domains, listed, events) VALUES (1, ?1, ?2, 1, ?3, ?4, ?5)",
+                )
+                .map_err(err)?;
+            let mut dom = tx.prepare_cached(INSERT_DOMAIN).map_err(err)?;
+            let mut touch = tx
+                .prepare_cached("UPDATE domains SET last_seen_at = ?2 WHERE id = ?1")
+                .map_err(err)?;
+            for (hot_index, name, [uuid, names_json, listed_json, events_json]) in group {
+                let now = crate::timefmt::now();
+                row.execute(rusqlite::params![
+                    uuid,
+                    now,
+                    names_json,
+                    listed_json,
+                    events_json
+                ])
+                .map_err(err)?;
+                match *hot_index {
+                    Some(h) if seen[h] != now => {
+                        touch
+                            .execute(rusqlite::params![h as i64 + 1, now])
+                            .map_err(err)?;
+                        seen[h] = now;
+                    }
+                    Some(_) => {}
+                    None => {
+                        seq += 1;
+                        dom.execute(rusqlite::params![name, seq, now])
+                            .map_err(err)?;
+                    }
+                }
+            }
+        }
+        tx.commit().map_err(err)?;
+    }
+    Ok((start.elapsed().as_secs_f64(), thread_cpu_us() - cpu))
+}
+
+/// CPU time (user and system) of the calling thread so far, in microseconds.
+fn thread_cpu_us() -> f64 {
+    // SAFETY: rusage is plain data that getrusage fills in.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let us = |tv: libc::timeval| tv.tv_sec as f64 * 1e6 + tv.tv_usec as f64;
+    us(ru.ru_utime) + us(ru.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_single_event_loop_stores_a_row_per_request_and_lists_only_new_names() {
+        let dir = crate::testdir::TempDir::new("single-loop");
+        let conn = ceiling_db(&dir.join("t.db")).unwrap();
+        let requests = 2_000;
+        store_single_events(&conn, requests).unwrap();
+        let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(count("SELECT count(*) FROM event_batches"), requests as i64);
+        // Every request names its domain once, in its row as in its event.
+        assert_eq!(
+            count(
+                "SELECT count(*) FROM event_batches WHERE json_array_length(domains) = 1
+                 AND json_extract(events, '$[0].dstDomain') = json_extract(domains, '$[0]')"
+            ),
+            requests as i64
+        );
+        // About one request in ten names a new domain; each gets a row, the hot ones keep theirs.
+        let new = count("SELECT count(*) FROM domains") - super::super::data::HOT_DOMAINS as i64;
+        assert!((120..=280).contains(&new), "{new} new domains");
+        let named_new = count(
+            "SELECT count(*) FROM event_batches b JOIN domains d
+             ON d.name = json_extract(b.domains, '$[0]') WHERE d.id > 1000",
+        );
+        assert_eq!(named_new, new);
+        // Each hot name an event named was written at most once a second: its lastSeenAt is
+        // the latest second it was named.
+        assert_eq!(
+            count(
+                "SELECT count(*) FROM domains d WHERE d.id <= 1000 AND d.last_seen_at <>
+                 coalesce((SELECT max(received_at) FROM event_batches b
+                           WHERE json_extract(b.domains, '$[0]') = d.name), d.last_seen_at)"
+            ),
+            0
+        );
+    }
 }
