@@ -334,6 +334,8 @@ mod tests {
         let requests = 2_000;
         store_single_events(&conn, requests).unwrap();
         let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+        // The hot names were listed first: ids 1 to HOT_DOMAINS.
+        let hot = super::super::data::HOT_DOMAINS as i64;
         assert_eq!(count("SELECT count(*) FROM event_batches"), requests as i64);
         // Every request names its domain once, in its row as in its event.
         assert_eq!(
@@ -344,21 +346,21 @@ mod tests {
             requests as i64
         );
         // About one request in ten names a new domain; each gets a row, the hot ones keep theirs.
-        let new = count("SELECT count(*) FROM domains") - super::super::data::HOT_DOMAINS as i64;
+        let new = count("SELECT count(*) FROM domains") - hot;
         assert!((120..=280).contains(&new), "{new} new domains");
-        let named_new = count(
+        let named_new = count(&format!(
             "SELECT count(*) FROM event_batches b JOIN domains d
-             ON d.name = json_extract(b.domains, '$[0]') WHERE d.id > 1000",
-        );
+             ON d.name = json_extract(b.domains, '$[0]') WHERE d.id > {hot}"
+        ));
         assert_eq!(named_new, new);
         // Each hot name an event named was written at most once a second: its lastSeenAt is
         // the latest second it was named.
         assert_eq!(
-            count(
-                "SELECT count(*) FROM domains d WHERE d.id <= 1000 AND d.last_seen_at <>
+            count(&format!(
+                "SELECT count(*) FROM domains d WHERE d.id <= {hot} AND d.last_seen_at <>
                  coalesce((SELECT max(received_at) FROM event_batches b
                            WHERE json_extract(b.domains, '$[0]') = d.name), d.last_seen_at)"
-            ),
+            )),
             0
         );
     }

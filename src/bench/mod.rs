@@ -556,7 +556,7 @@ fn run_in(
 
     note("baseline: plain rusqlite single-event rows");
     let single_dir = dir.to_path_buf();
-    // About a second of the loop in the full run.
+    // 60,000 requests in the full run: under a second of the loop on the benchmark's VM.
     let single_requests = opts.ingest_batches * 1250;
     let (single_storage_rate, single_storage_cpu) =
         on_cpu(server_cpu, "single-event storage", move || {
