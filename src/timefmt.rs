@@ -28,12 +28,11 @@ pub fn parse_rfc3339(s: &str) -> Option<i64> {
     if b.len() < 20 || !b.is_ascii() {
         return None;
     }
+    // At most four decimal digits: no overflow.
     let num = |from: usize, len: usize| -> Option<u32> {
-        let part = b.get(from..from + len)?;
-        if !part.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        std::str::from_utf8(part).ok()?.parse().ok()
+        b.get(from..from + len)?.iter().try_fold(0u32, |n, &d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
     };
     let year = num(0, 4)? as i32;
     let month = num(5, 2)?;
