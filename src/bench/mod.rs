@@ -318,6 +318,10 @@ fn verdict(ok: bool) -> &'static str {
 /// as the target itself (39.96% of hello shows as 39.9%, not 40.0%), nor the reverse.
 fn against(value: f64, decimals: usize, meets: impl Fn(f64) -> bool) -> (String, &'static str) {
     let met = meets(value);
+    if !value.is_finite() {
+        // Nothing was measured.
+        return ("-".into(), verdict(met));
+    }
     let scale = 10f64.powi(decimals as i32);
     let scaled = value * scale;
     let shown = [scaled.round(), scaled.floor(), scaled.ceil()]
@@ -1135,5 +1139,6 @@ mod tests {
         let under_20 = |ms: f64| ms < 20.0;
         assert_eq!(against(19.97, 1, under_20), ("19.9".into(), "met"));
         assert_eq!(against(20.0, 1, under_20), ("20.0".into(), "MISSED"));
+        assert_eq!(against(f64::NAN, 2, under_20), ("-".into(), "MISSED"));
     }
 }

@@ -100,14 +100,13 @@ async fn organization(state: &AppState, ctx: &RequestCtx) -> Result<(String, i64
 pub fn cloud_id(u: &uuid::Uuid) -> String {
     let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
     let t = u.hyphenated().encode_lower(&mut text);
-    // Hyphens at 8, 13, 18 and 23.
+    // Hyphens at 8, 13, 18 and 23; the last one stays.
     let mut out = String::with_capacity(t.len());
-    for (i, part) in [&t[..8], &t[9..13], &t[14..18]].into_iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(part);
-    }
+    out.push_str(&t[..8]);
+    out.push(',');
+    out.push_str(&t[9..13]);
+    out.push(',');
+    out.push_str(&t[14..18]);
     out.push(',');
     out.push_str(&t[19..]);
     out
