@@ -1,4 +1,4 @@
--- Parasol's whole SQLite schema, as of schema version 2.
+-- Parasol's whole SQLite schema, as of schema version 3.
 -- src/store/migrate.rs applies it to a new database; a database of an earlier version is brought
 -- here by the scripts in src/store/upgrades/ instead (each shipped version's schema is kept there
 -- for the upgrade tests). Timestamps are integer seconds since the Unix epoch (UTC).
@@ -54,8 +54,6 @@ CREATE TABLE organizations (
     ccw_deal_owner_emails TEXT NOT NULL DEFAULT '[]',  -- JSON array of strings
     created_at            INTEGER NOT NULL,
     modified_at           INTEGER NOT NULL,
-    -- next position on the domain list (see domains.seq); only ever grows
-    domain_seq            INTEGER NOT NULL DEFAULT 0,
     CHECK (service_provider_id IS NULL OR msp_id IS NULL)
 );
 CREATE INDEX organizations_provider ON organizations(service_provider_id) WHERE service_provider_id IS NOT NULL;
@@ -85,13 +83,16 @@ CREATE TABLE api_credentials (
 
 -- ---------------------------------------------------------------- enforcement
 
--- The domain list: one row per name and organization. `seq` is the entry's position counter
--- within its organization (taken from organizations.domain_seq), so it orders the same way as
--- `id` there. domain_buckets counts the live entries per 1024 positions and
--- domain_superbuckets per 65536, which lets a page be found by reading a few dozen counts
--- instead of an OFFSET scan over the whole list.
+-- The domain list: one row per name and organization. `seq` is the entry's position within its
+-- organization: each new entry gets one above the organization's highest, so it orders the same
+-- way as `id` there (a position freed at the end of the list may be taken again; an id never is).
+--
+-- Ids are given by the database writer, one above both the highest id in the table and
+-- `domain_id_floor`, which the trigger below raises to every deleted id: so an id is never
+-- reused, and a stale id can never delete another domain, without the per-commit write of
+-- AUTOINCREMENT's counter.
 CREATE TABLE domains (
-    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    id              INTEGER PRIMARY KEY,
     organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
     name            TEXT NOT NULL,
     seq             INTEGER NOT NULL,
@@ -101,18 +102,31 @@ CREATE TABLE domains (
 );
 CREATE UNIQUE INDEX domains_org_seq ON domains(organization_id, seq);
 
-CREATE TABLE domain_buckets (
-    organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-    bucket          INTEGER NOT NULL,   -- seq >> 10
-    count           INTEGER NOT NULL CHECK (count > 0),
-    PRIMARY KEY (organization_id, bucket)
-) WITHOUT ROWID;
+-- One row: the highest domain id ever deleted (0 if none).
+CREATE TABLE domain_id_floor (
+    floor INTEGER NOT NULL
+);
+INSERT INTO domain_id_floor (floor) VALUES (0);
 
-CREATE TABLE domain_superbuckets (
+CREATE TRIGGER domains_id_floor AFTER DELETE ON domains
+WHEN old.id > (SELECT floor FROM domain_id_floor)
+BEGIN
+    UPDATE domain_id_floor SET floor = old.id;
+END;
+
+-- Live entries counted per block of positions, so that a page is found by reading a few dozen
+-- counts instead of an OFFSET scan over the whole list: level 0 counts blocks of 65536 positions
+-- (seq >> 16), level 1 blocks of 1024 (seq >> 10). Only closed blocks of 1024 are counted, those
+-- below the one new entries go into; that open block (the list's last) gets its row once new
+-- entries move past it, so adding names writes no count most of the time. A level-0 row counts the
+-- entries of the closed blocks of 1024 inside it. Every entry past the highest counted block of
+-- 1024 is in the open block.
+CREATE TABLE domain_counts (
     organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-    bucket          INTEGER NOT NULL,   -- seq >> 16
+    level           INTEGER NOT NULL CHECK (level IN (0, 1)),
+    block           INTEGER NOT NULL,
     count           INTEGER NOT NULL CHECK (count > 0),
-    PRIMARY KEY (organization_id, bucket)
+    PRIMARY KEY (organization_id, level, block)
 ) WITHOUT ROWID;
 
 -- One row per accepted POST /1.0/events request, holding all its events: a request is stored and

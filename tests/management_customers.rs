@@ -436,7 +436,7 @@ async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
         "sites",
         "customer_keys",
         "api_credentials",
-        "domain_buckets",
+        "domain_counts",
     ] {
         let n: i64 = db
             .query_row(

@@ -1,17 +1,16 @@
 //! The enforcement data: events and each organization's domain list.
 //!
 //! Paging without OFFSET scans: every entry has a per-organization position `seq` (growing with
-//! `id`); `domain_superbuckets` counts the live entries in each block of 65536 positions and
-//! `domain_buckets` in each block of 1024. Finding page N walks the super-bucket counts (one row
-//! per 65536 entries), then at most 64 bucket counts, then skips fewer than 1024 index entries, so
-//! a deep page costs about as much as the first.
-
-use std::collections::BTreeMap;
+//! `id`); `domain_counts` counts the live entries in each closed block of 65536 positions (level
+//! 0) and of 1024 (level 1). Finding page N walks the level-0 counts (one row per 65536 entries),
+//! then at most 64 level-1 counts, then skips fewer than 1024 index entries, so a deep page costs
+//! about as much as the first. The open block (where new entries go: the list's end) has no count
+//! until new entries move past it, so listing a name rarely writes a count (see `schema.sql`).
 
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
-use super::{Result, WriterCache};
+use super::{Result, StoreError, WriterCache};
 
 /// Requests listing at most this many names read and record them through the writer's cache.
 /// Larger batches bypass it: recording thousands of mostly new names would cost them more than
@@ -20,50 +19,68 @@ use super::{Result, WriterCache};
 /// request one needless refresh.
 const CACHED_NAMES_PER_REQUEST: usize = 64;
 
-/// log2 of the positions per bucket.
+/// log2 of the positions per block of level 1.
 const BUCKET_SHIFT: u32 = 10;
-/// log2 of the positions per super-bucket.
+/// log2 of the positions per block of level 0.
 const SUPER_SHIFT: u32 = 16;
+/// `domain_counts.level` of the blocks of 65536 and of 1024 positions.
+const LEVEL_SUPER: i64 = 0;
+const LEVEL_BUCKET: i64 = 1;
 
-/// Adds `delta` to the live count of one bucket (`domain_buckets` or `domain_superbuckets`),
-/// dropping the row when it reaches zero.
-fn bump(conn: &Connection, table: Level, org: i64, bucket: i64, delta: i64) -> Result<()> {
-    // Static statement texts: the statement cache is keyed by them.
-    let (add, drop_empty, sub) = match table {
-        Level::Bucket => (
-            "INSERT INTO domain_buckets (organization_id, bucket, count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (organization_id, bucket) DO UPDATE SET count = count + excluded.count",
-            "DELETE FROM domain_buckets WHERE organization_id = ?1 AND bucket = ?2 AND count + ?3 <= 0",
-            "UPDATE domain_buckets SET count = count + ?3 WHERE organization_id = ?1 AND bucket = ?2",
-        ),
-        Level::Super => (
-            "INSERT INTO domain_superbuckets (organization_id, bucket, count) VALUES (?1, ?2, ?3)
-             ON CONFLICT (organization_id, bucket) DO UPDATE SET count = count + excluded.count",
-            "DELETE FROM domain_superbuckets WHERE organization_id = ?1 AND bucket = ?2 AND count + ?3 <= 0",
-            "UPDATE domain_superbuckets SET count = count + ?3 WHERE organization_id = ?1 AND bucket = ?2",
-        ),
-    };
-    let sql = if delta > 0 {
-        add
-    } else {
-        // A decrement that empties the bucket drops its row; otherwise it updates the count.
-        let removed = conn
-            .prepare_cached(drop_empty)?
-            .execute(params![org, bucket, delta])?;
-        if removed > 0 {
-            return Ok(());
-        }
-        sub
-    };
-    conn.prepare_cached(sql)?
-        .execute(params![org, bucket, delta])?;
+/// Takes one entry at position `seq` off the counts. An entry of the open block has none: only
+/// a counted block of 1024 (and then its block of 65536) is decremented, a row that reaches
+/// zero dropped.
+fn uncount(conn: &Connection, org: i64, seq: i64) -> Result<()> {
+    if decrement(conn, org, LEVEL_BUCKET, seq >> BUCKET_SHIFT)? {
+        decrement(conn, org, LEVEL_SUPER, seq >> SUPER_SHIFT)?;
+    }
     Ok(())
 }
 
-#[derive(Clone, Copy)]
-enum Level {
-    Bucket,
-    Super,
+/// Subtracts one from a block's count, dropping its row at zero. False if it has no row.
+fn decrement(conn: &Connection, org: i64, level: i64, block: i64) -> Result<bool> {
+    let dropped = conn
+        .prepare_cached(
+            "DELETE FROM domain_counts
+             WHERE organization_id = ?1 AND level = ?2 AND block = ?3 AND count <= 1",
+        )?
+        .execute(params![org, level, block])?;
+    if dropped > 0 {
+        return Ok(true);
+    }
+    let updated = conn
+        .prepare_cached(
+            "UPDATE domain_counts SET count = count - 1
+             WHERE organization_id = ?1 AND level = ?2 AND block = ?3",
+        )?
+        .execute(params![org, level, block])?;
+    Ok(updated > 0)
+}
+
+/// Closes the open block of 1024 positions `block`: counts its live entries into its own row
+/// and its block of 65536. Called when a new entry's position is past it.
+fn close_block(conn: &Connection, org: i64, block: i64) -> Result<()> {
+    let n: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM domains
+             WHERE organization_id = ?1 AND seq >= ?2 AND seq < ?3",
+        )?
+        .query_row(
+            params![org, block << BUCKET_SHIFT, (block + 1) << BUCKET_SHIFT],
+            |r| r.get(0),
+        )?;
+    if n == 0 {
+        return Ok(());
+    }
+    let add = "INSERT INTO domain_counts (organization_id, level, block, count)
+               VALUES (?1, ?2, ?3, ?4)
+               ON CONFLICT (organization_id, level, block) DO UPDATE SET count = count + excluded.count";
+    conn.prepare_cached(add)?
+        .execute(params![org, LEVEL_BUCKET, block, n])?;
+    let in_super = block >> (SUPER_SHIFT - BUCKET_SHIFT);
+    conn.prepare_cached(add)?
+        .execute(params![org, LEVEL_SUPER, in_super, n])?;
+    Ok(())
 }
 
 /// An event that passed validation, ready to store.
@@ -214,10 +231,11 @@ pub fn ingest(
         "SELECT id, last_seen_at FROM domains WHERE organization_id = ?1 AND name = ?2",
     );
     let mut touch = Lazy::new(conn, "UPDATE domains SET last_seen_at = ?2 WHERE id = ?1");
+    // Ids and positions are given here (see `schema.sql`): `?1` the id, `?3` the position.
     let mut insert = Lazy::new(
         conn,
-        "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?4)",
+        "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
     );
     // After two new names in a row, the next is tried as an insert straight away: in a batch of
     // new names that is one search of the name index each instead of a look-up and then the
@@ -226,94 +244,151 @@ pub fn ingest(
     // in a row are rare).
     let mut insert_new = Lazy::new(
         conn,
-        "INSERT INTO domains (organization_id, name, seq, created_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?4)
+        "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?5)
          ON CONFLICT (organization_id, name) DO NOTHING",
     );
     let mut new_in_a_row = 0u32;
-    // The list position counter when the request began (read when the first new name needs
-    // it), and the last position taken.
-    let mut start_seq: Option<i64> = None;
-    let mut seq = 0;
-    let mut bucket_adds: BTreeMap<i64, i64> = BTreeMap::new();
+    // Where the list ends (read when the first new name needs it) and how many were added.
+    let mut end: Option<ListEnd> = None;
+    let mut added = 0u64;
 
     let cached = batch.to_list.len() <= CACHED_NAMES_PER_REQUEST;
     // Each listed name once, in the order of its first event (new entries get their positions,
     // and ids, in the order the client sent them).
     for name in &batch.to_list {
         let known = if cached { cache.name(org, name) } else { None };
-        let mut new = known.is_none()
-            && new_in_a_row >= 2
-            && insert_new
+        let mut id = None;
+        if known.is_none() && new_in_a_row >= 2 {
+            let e = list_end(conn, cache, org, &mut end)?;
+            let (next_id, next_seq) = e.next(conn, org)?;
+            if insert_new
                 .get()?
-                .execute(params![org, name, seq + 1, now])?
-                == 1;
-        let id = if new {
-            conn.last_insert_rowid()
-        } else {
-            let listed: Option<(i64, i64)> = match known {
-                Some(known) => Some(known),
-                None => find
-                    .get()?
-                    .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?,
-            };
-            match listed {
-                Some((id, seen)) => {
-                    new_in_a_row = 0;
-                    if seen != now {
-                        touch.get()?.execute(params![id, now])?;
+                .execute(params![next_id, org, name, next_seq, now])?
+                == 1
+            {
+                e.taken(next_id, next_seq);
+                id = Some(next_id);
+            }
+        }
+        let id = match id {
+            Some(id) => {
+                new_in_a_row += 1;
+                added += 1;
+                id
+            }
+            None => {
+                let listed: Option<(i64, i64)> = match known {
+                    Some(known) => Some(known),
+                    None => find
+                        .get()?
+                        .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .optional()?,
+                };
+                match listed {
+                    Some((id, seen)) => {
+                        new_in_a_row = 0;
+                        if seen != now {
+                            touch.get()?.execute(params![id, now])?;
+                        }
+                        id
                     }
-                    id
-                }
-                None => {
-                    if start_seq.is_none() {
-                        seq = list_position(conn, cache, org)?;
-                        start_seq = Some(seq);
+                    None => {
+                        let e = list_end(conn, cache, org, &mut end)?;
+                        let (next_id, next_seq) = e.next(conn, org)?;
+                        insert
+                            .get()?
+                            .execute(params![next_id, org, name, next_seq, now])?;
+                        e.taken(next_id, next_seq);
+                        new_in_a_row += 1;
+                        added += 1;
+                        next_id
                     }
-                    insert.get()?.execute(params![org, name, seq + 1, now])?;
-                    new = true;
-                    conn.last_insert_rowid()
                 }
             }
         };
-        if new {
-            seq += 1;
-            *bucket_adds.entry(seq >> BUCKET_SHIFT).or_default() += 1;
-            new_in_a_row += 1;
-        }
         if cached && known != Some((id, now)) {
             cache.set_name(org, name, id, now);
         }
     }
-    let Some(start_seq) = start_seq else {
-        return Ok(0);
-    };
-    cache.set_seq(org, seq);
-    conn.prepare_cached("UPDATE organizations SET domain_seq = ?2 WHERE id = ?1")?
-        .execute(params![org, seq])?;
-    let mut super_adds: BTreeMap<i64, i64> = BTreeMap::new();
-    for (bucket, n) in bucket_adds {
-        bump(conn, Level::Bucket, org, bucket, n)?;
-        *super_adds
-            .entry(bucket >> (SUPER_SHIFT - BUCKET_SHIFT))
-            .or_default() += n;
+    if let Some(e) = end {
+        cache.set_list_end(org, e.last_seq, e.open_block);
+        cache.set_last_id(e.last_id);
     }
-    for (bucket, n) in super_adds {
-        bump(conn, Level::Super, org, bucket, n)?;
-    }
-    Ok((seq - start_seq) as u64)
+    Ok(added)
 }
 
-/// The organization's list position counter (`organizations.domain_seq`), from the writer's
-/// cache when it holds it.
-fn list_position(conn: &Connection, cache: &WriterCache, org: i64) -> Result<i64> {
-    match cache.seq(org) {
-        Some(seq) => Ok(seq),
-        None => Ok(conn
-            .prepare_cached("SELECT domain_seq FROM organizations WHERE id = ?1")?
-            .query_row(params![org], |r| r.get(0))?),
+/// Where an organization's list ends, as the writer gives out ids and positions: the highest id
+/// given (in any organization's list), the last position taken in this one, and its open block
+/// of 1024 positions (the one new entries go into; it has no count yet).
+struct ListEnd {
+    last_id: i64,
+    last_seq: i64,
+    open_block: i64,
+}
+
+impl ListEnd {
+    /// The next entry's id and position. A position past the open block closes it first (its
+    /// entries are counted).
+    fn next(&mut self, conn: &Connection, org: i64) -> Result<(i64, i64)> {
+        let seq = self.last_seq + 1;
+        let block = seq >> BUCKET_SHIFT;
+        if block > self.open_block {
+            close_block(conn, org, self.open_block)?;
+            self.open_block = block;
+        }
+        Ok((self.last_id + 1, seq))
     }
+
+    /// Records that the entry `next` offered was inserted.
+    fn taken(&mut self, id: i64, seq: i64) {
+        self.last_id = id;
+        self.last_seq = seq;
+    }
+}
+
+/// The list's end for `org`, read once a request (from the writer's cache when it holds it).
+fn list_end<'e>(
+    conn: &Connection,
+    cache: &WriterCache,
+    org: i64,
+    end: &'e mut Option<ListEnd>,
+) -> Result<&'e mut ListEnd> {
+    if let Some(e) = end {
+        return Ok(e);
+    }
+    let last_id = match cache.last_id() {
+        Some(id) => id,
+        // Above every id in the table and every id ever deleted.
+        None => conn
+            .prepare_cached(
+                "SELECT max(coalesce((SELECT max(id) FROM domains), 0),
+                            coalesce((SELECT max(floor) FROM domain_id_floor), 0))",
+            )?
+            .query_row([], |r| r.get(0))?,
+    };
+    let (last_seq, open_block) = match cache.list_end(org) {
+        Some(known) => known,
+        None => {
+            let (max_seq, counted): (i64, Option<i64>) = conn
+                .prepare_cached(
+                    "SELECT coalesce((SELECT max(seq) FROM domains WHERE organization_id = ?1), 0),
+                            (SELECT max(block) FROM domain_counts
+                             WHERE organization_id = ?1 AND level = 1)",
+                )?
+                .query_row(params![org], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            // New entries go past the last entry and past every counted block: the open block is
+            // the last entry's, unless that one is counted (its entries may all have been
+            // deleted), then the block after the counted ones.
+            let open = (max_seq >> BUCKET_SHIFT).max(counted.map_or(0, |b| b + 1));
+            (max_seq.max((open << BUCKET_SHIFT) - 1), open)
+        }
+    };
+    Ok(end.insert(ListEnd {
+        last_id,
+        last_seq,
+        open_block,
+    }))
 }
 
 /// Reads page `page` (1-based) of `limit` entries, ordered by id. Returns the entries and whether
@@ -330,31 +405,33 @@ pub fn list_page(
     let (start_seq, skip) = if offset == 0 {
         (0i64, 0u64)
     } else {
-        // Super-buckets first, then the buckets inside the one that holds the offset.
-        let Some((sb, before)) = find_block(
-            conn,
-            "SELECT bucket, count FROM domain_superbuckets WHERE organization_id = ?1
-             AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket",
-            org,
-            (0, i64::MAX),
-            offset,
-        )?
-        else {
-            return Ok((Vec::new(), false));
-        };
+        // Blocks of 65536 first, then the blocks of 1024 inside the one that holds the offset.
         let per = 1i64 << (SUPER_SHIFT - BUCKET_SHIFT);
-        let Some((bucket, before_bucket)) = find_block(
-            conn,
-            "SELECT bucket, count FROM domain_buckets WHERE organization_id = ?1
-             AND bucket >= ?2 AND bucket < ?3 ORDER BY bucket",
-            org,
-            (sb * per, (sb + 1) * per),
-            offset - before,
-        )?
-        else {
-            return Ok((Vec::new(), false));
-        };
-        (bucket << BUCKET_SHIFT, offset - before - before_bucket)
+        match find_block(conn, org, LEVEL_SUPER, (0, i64::MAX), offset)? {
+            (Some(sb), before) => {
+                let range = (sb * per, (sb + 1) * per);
+                match find_block(conn, org, LEVEL_BUCKET, range, offset - before)? {
+                    (Some(bucket), before_bucket) => {
+                        (bucket << BUCKET_SHIFT, offset - before - before_bucket)
+                    }
+                    // A level-0 count is the sum of its level-1 counts.
+                    (None, _) => return Err(StoreError::Task("domain counts disagree".into())),
+                }
+            }
+            // Past every counted entry: in the open block, after the last counted one.
+            (None, counted) => {
+                let last: Option<i64> = conn
+                    .prepare_cached(
+                        "SELECT max(block) FROM domain_counts
+                         WHERE organization_id = ?1 AND level = ?2",
+                    )?
+                    .query_row(params![org, LEVEL_BUCKET], |r| r.get(0))?;
+                (
+                    last.map_or(0, |b| (b + 1) << BUCKET_SHIFT),
+                    offset - counted,
+                )
+            }
+        }
     };
     let mut stmt = conn.prepare_cached(
         "SELECT id, name, last_seen_at FROM domains
@@ -396,33 +473,37 @@ pub fn delete_by_name(conn: &Connection, org: i64, name: &str) -> Result<bool> {
     forget_position(conn, org, seq)
 }
 
-/// Walks `(bucket, count)` rows in `range` until the running count passes `offset`; returns the
-/// bucket holding it and how many live entries lie before that bucket.
+/// Walks the counts of `level` with blocks in `range` until the running count passes `offset`;
+/// returns the block holding it and how many counted entries lie before that block, or no block
+/// and how many entries those counts hold in all.
 fn find_block(
     conn: &Connection,
-    sql: &str,
     org: i64,
+    level: i64,
     range: (i64, i64),
     offset: u64,
-) -> Result<Option<(i64, u64)>> {
-    let mut stmt = conn.prepare_cached(sql)?;
-    let mut rows = stmt.query(params![org, range.0, range.1])?;
+) -> Result<(Option<i64>, u64)> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT block, count FROM domain_counts
+         WHERE organization_id = ?1 AND level = ?2 AND block >= ?3 AND block < ?4
+         ORDER BY block",
+    )?;
+    let mut rows = stmt.query(params![org, level, range.0, range.1])?;
     let mut before = 0u64;
     while let Some(row) = rows.next()? {
-        let bucket: i64 = row.get(0)?;
+        let block: i64 = row.get(0)?;
         let count = row.get::<_, i64>(1)?.max(0) as u64;
         if before + count > offset {
-            return Ok(Some((bucket, before)));
+            return Ok((Some(block), before));
         }
         before += count;
     }
-    Ok(None)
+    Ok((None, before))
 }
 
 fn forget_position(conn: &Connection, org: i64, seq: Option<i64>) -> Result<bool> {
     let Some(seq) = seq else { return Ok(false) };
-    bump(conn, Level::Bucket, org, seq >> BUCKET_SHIFT, -1)?;
-    bump(conn, Level::Super, org, seq >> SUPER_SHIFT, -1)?;
+    uncount(conn, org, seq)?;
     Ok(true)
 }
 
@@ -445,6 +526,8 @@ pub fn event_count(conn: &Connection, org: i64) -> Result<i64> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::store::tenants::{create_organization, OrgFields, Parent};
 
@@ -510,25 +593,8 @@ mod tests {
         for id in (1..=5000).filter(|i| i % 7 == 0 || (1100..2200).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
         }
-        let all: Vec<i64> = {
-            let mut s = c.prepare("SELECT id FROM domains ORDER BY id").unwrap();
-            s.query_map([], |r| r.get(0))
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect()
-        };
         for limit in [1u64, 7, 200] {
-            let mut seen = Vec::new();
-            let mut page = 1;
-            loop {
-                let (entries, more) = list_page(&c, org, page, limit).unwrap();
-                seen.extend(entries.iter().map(|e| e.id));
-                if !more {
-                    break;
-                }
-                page += 1;
-            }
-            assert_eq!(seen, all, "limit {limit}");
+            assert_pages_match_a_scan(&c, org, limit);
         }
         let (past, more) = list_page(&c, org, 10_000, 200).unwrap();
         assert!(past.is_empty() && !more);
@@ -537,60 +603,193 @@ mod tests {
         assert_counts_consistent(&c, org);
     }
 
-    /// Both count levels agree with the rows they count.
+    /// The counts agree with the rows they count: a level-1 row for each closed block of 1024
+    /// that holds entries (those below the open one, the block of the last entry or the one
+    /// after the highest counted block), with its number of entries; none for the open block or
+    /// past it; each level-0 row the sum of its level-1 rows; no entry past the open block.
     fn assert_counts_consistent(c: &Connection, org: i64) {
-        for (table, shift) in [
-            ("domain_buckets", BUCKET_SHIFT),
-            ("domain_superbuckets", SUPER_SHIFT),
-        ] {
-            let bad: i64 = c
-                .query_row(
-                    &format!(
-                        "SELECT count(*) FROM (SELECT seq >> {shift} AS b, count(*) AS n FROM domains
-                         WHERE organization_id = ?1 GROUP BY b) d
-                         FULL OUTER JOIN (SELECT bucket, count FROM {table} WHERE organization_id = ?1) k
-                         ON k.bucket = d.b WHERE k.count IS NOT d.n"
-                    ),
-                    [org],
-                    |r| r.get(0),
-                )
-                .unwrap();
-            assert_eq!(bad, 0, "{table} disagrees with the list");
+        let q = |sql: &str| -> Vec<(i64, i64)> {
+            let mut st = c.prepare(sql).unwrap();
+            st.query_map([org], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let blocks = q("SELECT seq >> 10 AS b, count(*) FROM domains
+                        WHERE organization_id = ?1 GROUP BY b ORDER BY b");
+        let level1 = q("SELECT block, count FROM domain_counts
+                        WHERE organization_id = ?1 AND level = 1 ORDER BY block");
+        let level0 = q("SELECT block, count FROM domain_counts
+                        WHERE organization_id = ?1 AND level = 0 ORDER BY block");
+        let last_entry = blocks.last().map_or(0, |b| b.0);
+        let open = last_entry.max(level1.last().map_or(0, |b| b.0 + 1));
+        let closed: Vec<(i64, i64)> = blocks.iter().copied().filter(|b| b.0 < open).collect();
+        assert_eq!(level1, closed, "level-1 counts disagree with the list");
+        assert!(
+            blocks.iter().all(|b| b.0 <= open),
+            "an entry past the open block"
+        );
+        let mut sums: BTreeMap<i64, i64> = BTreeMap::new();
+        for (b, n) in &level1 {
+            *sums.entry(b >> 6).or_default() += n;
         }
+        assert_eq!(
+            level0,
+            sums.into_iter().collect::<Vec<_>>(),
+            "level-0 counts"
+        );
+    }
+
+    /// Every page of `limit`, walked from the first, gives exactly the list in id order.
+    fn assert_pages_match_a_scan(c: &Connection, org: i64, limit: u64) {
+        let all: Vec<i64> = {
+            let mut s = c
+                .prepare("SELECT id FROM domains WHERE organization_id = ?1 ORDER BY id")
+                .unwrap();
+            s.query_map([org], |r| r.get(0))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect()
+        };
+        let mut seen = Vec::new();
+        for page in 1.. {
+            let (entries, more) = list_page(c, org, page, limit).unwrap();
+            seen.extend(entries.iter().map(|e| e.id));
+            if !more {
+                break;
+            }
+        }
+        assert_eq!(seen, all, "limit {limit}");
+    }
+
+    /// The `n` highest ids of the table (all of them for -1), highest first.
+    fn last_ids(c: &Connection, n: i64) -> Vec<i64> {
+        c.prepare("SELECT id FROM domains ORDER BY id DESC LIMIT ?1")
+            .unwrap()
+            .query_map([n], |r| r.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn pages_and_counts_hold_through_adds_deletes_and_a_forgetful_writer() {
+        // A pseudo-random walk of requests adding names (some already listed), deletions
+        // anywhere (the open block and the list's end included) and the writer's cache emptied
+        // now and then, as another process's commit does: after each step the counts agree with
+        // the list and every page with a plain scan, and no id is ever given twice.
+        let (c, org) = db();
+        let cache = &mut WriterCache::new();
+        let mut ever: std::collections::HashSet<i64> = std::collections::HashSet::new();
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for step in 0..120 {
+            match next() % 6 {
+                0..=2 => {
+                    let n = 1 + next() % 400;
+                    let names: Vec<PreparedEvent> = (0..n)
+                        .map(|_| ev(&format!("r{}.example", next() % 6000)))
+                        .collect();
+                    ingest(&c, cache, org, "b", step, &batch(names)).unwrap();
+                }
+                3 => {
+                    // Delete a run at the end of the list (the open block and beyond).
+                    for id in last_ids(&c, 1 + next() as i64 % 1500) {
+                        assert!(delete_by_id(&c, org, id).unwrap());
+                    }
+                    cache.clear();
+                }
+                4 => {
+                    for id in last_ids(&c, -1).into_iter().filter(|_| next() % 3 == 0) {
+                        assert!(delete_by_id(&c, org, id).unwrap());
+                    }
+                    cache.clear();
+                }
+                _ => cache.clear(),
+            }
+            ever.extend(last_ids(&c, -1));
+            assert_counts_consistent(&c, org);
+            if step % 10 == 9 {
+                assert_pages_match_a_scan(&c, org, 200);
+                assert_pages_match_a_scan(&c, org, 37);
+            }
+        }
+        // Every id ever seen was given once: a new name after all those deletions gets an id
+        // above every one of them.
+        ingest(&c, cache, org, "z", 999, &batch(vec![ev("last.example")])).unwrap();
+        let id: i64 = c
+            .query_row(
+                "SELECT id FROM domains WHERE name = 'last.example'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!(ever.iter().all(|&e| e < id));
+    }
+
+    #[test]
+    fn ids_are_never_reused_after_the_last_entries_go() {
+        let (c, org) = db();
+        let f = OrgFields {
+            name: "u".into(),
+            seats: 1,
+            ..Default::default()
+        };
+        let other = create_organization(&c, Parent::None, &f, 0).unwrap().id;
+        let names = |p: &str| batch((0..3).map(|i| ev(&format!("{p}{i}.example"))).collect());
+        ingest(&c, &mut WriterCache::new(), org, "a", 1, &names("a")).unwrap();
+        ingest(&c, &mut WriterCache::new(), other, "b", 1, &names("b")).unwrap();
+        // The highest id, by name; then, by the organization's deletion, the others' ids.
+        assert!(delete_by_name(&c, other, "b2.example").unwrap());
+        let fresh = || WriterCache::new();
+        ingest(&c, &mut fresh(), org, "c", 2, &batch(vec![ev("c.example")])).unwrap();
+        let id = |name: &str| -> i64 {
+            c.query_row("SELECT id FROM domains WHERE name = ?1", [name], |r| {
+                r.get(0)
+            })
+            .unwrap()
+        };
+        assert_eq!(id("c.example"), 7, "not 6, the deleted b2.example's");
+        c.execute("DELETE FROM domains WHERE name = 'c.example'", [])
+            .unwrap();
+        c.execute("DELETE FROM organizations WHERE id = ?1", [other])
+            .unwrap();
+        ingest(&c, &mut fresh(), org, "d", 3, &batch(vec![ev("d.example")])).unwrap();
+        assert_eq!(id("d.example"), 8);
+        let floor: i64 = c
+            .query_row("SELECT floor FROM domain_id_floor", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(floor, 7);
     }
 
     #[test]
     fn pages_across_super_buckets() {
         let (c, org) = db();
-        // Start positions near the end of the first super-bucket so pages straddle it.
+        // An entry near the end of the first block of 65536 (in the open block: no count), so
+        // that the positions that follow, and pages, straddle it.
         c.execute(
-            "UPDATE organizations SET domain_seq = 65000 WHERE id = ?1",
+            "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+             VALUES (1, ?1, 'first.example', 65000, 0, 0)",
             [org],
         )
         .unwrap();
         let names: Vec<PreparedEvent> = (0..3000).map(|i| ev(&format!("s{i}.example"))).collect();
         ingest(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
-        for id in (1..=3000).filter(|i| i % 5 == 0 || (400..1500).contains(i)) {
+        let top: i64 = c
+            .query_row("SELECT max(seq) FROM domains", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(top, 68000);
+        for id in (1..=3001).filter(|i| i % 5 == 0 || (400..1500).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
         }
         assert_counts_consistent(&c, org);
-        let all: Vec<i64> = {
-            let mut s = c.prepare("SELECT id FROM domains ORDER BY id").unwrap();
-            s.query_map([], |r| r.get(0))
-                .unwrap()
-                .map(|r| r.unwrap())
-                .collect()
-        };
         for limit in [3u64, 200] {
-            let mut seen = Vec::new();
-            for page in 1.. {
-                let (entries, more) = list_page(&c, org, page, limit).unwrap();
-                seen.extend(entries.iter().map(|e| e.id));
-                if !more {
-                    break;
-                }
-            }
-            assert_eq!(seen, all, "limit {limit}");
+            assert_pages_match_a_scan(&c, org, limit);
         }
     }
 
@@ -630,11 +829,7 @@ mod tests {
         assert_eq!(names, ["x.example", "y.example", "z.example"]);
         assert!(entries.windows(2).all(|w| w[0].id < w[1].id));
         let seq: i64 = c
-            .query_row(
-                "SELECT domain_seq FROM organizations WHERE id = ?1",
-                [org],
-                |r| r.get(0),
-            )
+            .query_row("SELECT max(seq) FROM domains", [], |r| r.get(0))
             .unwrap();
         assert_eq!(seq, 3);
     }

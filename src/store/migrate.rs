@@ -10,7 +10,10 @@ use super::{Result, StoreError};
 const SCHEMA: &str = include_str!("../../schema.sql");
 
 /// Entry `i` brings a database from version `i + 1` to `i + 2`.
-const UPGRADES: &[&str] = &[include_str!("upgrades/2-events-per-request.sql")];
+const UPGRADES: &[&str] = &[
+    include_str!("upgrades/2-events-per-request.sql"),
+    include_str!("upgrades/3-list-counters.sql"),
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = UPGRADES.len() as i64 + 1;
@@ -88,8 +91,9 @@ mod tests {
         }
     }
 
-    /// Every table's columns, indexes and foreign keys: two databases of the same schema give
-    /// the same list, however their CREATE statements were worded.
+    /// Every table's columns, indexes, foreign keys and whether it is AUTOINCREMENT, and the
+    /// triggers: two databases of the same schema give the same list, however their CREATE
+    /// statements were worded.
     fn shape(c: &Connection) -> Vec<String> {
         let strings = |sql: &str, arg: &str| -> Vec<String> {
             let mut st = c.prepare(sql).unwrap();
@@ -128,6 +132,12 @@ mod tests {
             ] {
                 out.extend(strings(sql, t).into_iter().map(|row| format!("{t}: {row}")));
             }
+            let autoincrement = names(
+                "SELECT CASE WHEN instr(upper(sql), 'AUTOINCREMENT') > 0 THEN 'yes' ELSE 'no' END
+                 FROM sqlite_master WHERE name = ?1",
+                t,
+            );
+            out.push(format!("{t}: autoincrement {}", autoincrement.join("")));
             let indexes = names(
                 "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1 ORDER BY name",
                 t,
@@ -140,6 +150,11 @@ mod tests {
                 );
             }
         }
+        out.extend(names(
+            "SELECT name || ' on ' || tbl_name FROM sqlite_master WHERE type = 'trigger' AND name != ?1
+             ORDER BY name",
+            "",
+        ));
         out
     }
 
@@ -226,6 +241,87 @@ mod tests {
         assert!(new
             .iter()
             .any(|l| l.starts_with("event_batches/event_batches_org: ")));
+        assert!(new.iter().any(|l| l == "domains_id_floor on domains"));
+        assert!(new.iter().any(|l| l == "sites: autoincrement yes"));
         assert_eq!(upgraded, new);
+    }
+
+    /// Version 2 -> 3: the list keeps its entries, ids, positions and counts (the last block's
+    /// count included, which the new writer then treats as closed), AUTOINCREMENT's counter
+    /// becomes the id floor, and the list works on: pages, new names, deletions.
+    #[test]
+    fn version_2_database_is_upgraded_with_its_list() {
+        let mut c = Connection::open_in_memory().unwrap();
+        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        c.execute_batch(include_str!("upgrades/schema-2.sql"))
+            .unwrap();
+        c.pragma_update(None, "user_version", 2).unwrap();
+        // Entries at positions 1..=1500 with ids 1..=1500, of which id 1500 (the last) was
+        // deleted: AUTOINCREMENT's counter says 1500, the table's highest id is 1499.
+        c.execute_batch(
+            "INSERT INTO organizations (id, name, created_at, modified_at, domain_seq)
+                 VALUES (7, 'o', 0, 0, 1500);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
+             INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+                 SELECT i, 7, 'd' || i || '.example', i, 5, 5 FROM n;
+             DELETE FROM domains WHERE id = 1500;
+             INSERT INTO domain_buckets VALUES (7, 0, 1023), (7, 1, 476);
+             INSERT INTO domain_superbuckets VALUES (7, 0, 1499);",
+        )
+        .unwrap();
+
+        migrate(&mut c).unwrap();
+
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+        let one = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).unwrap() };
+        assert_eq!(one("SELECT floor FROM domain_id_floor"), 1500);
+        assert_eq!(
+            one("SELECT count(*) FROM domains WHERE id = seq AND last_seen_at = 5"),
+            1499
+        );
+        let counts: String = c
+            .query_row(
+                "SELECT group_concat(level || ':' || block || ':' || count, ' ')
+                 FROM (SELECT * FROM domain_counts ORDER BY level, block)",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(counts, "0:0:1499 1:0:1023 1:1:476");
+        let (page, more) = crate::store::domains::list_page(&c, 7, 8, 200).unwrap();
+        assert_eq!(page.first().map(|e| e.id), Some(1401));
+        assert_eq!(page.len(), 99);
+        assert!(!more);
+
+        let batch = crate::store::domains::PreparedBatch::new(
+            vec![crate::store::domains::PreparedEvent {
+                domain: "new.example".into(),
+                listed: true,
+            }],
+            "[{}]".into(),
+        );
+        let mut cache = crate::store::WriterCache::new();
+        crate::store::domains::ingest(&c, &mut cache, 7, "u", 9, &batch).unwrap();
+        let (id, seq): (i64, i64) = c
+            .query_row(
+                "SELECT id, seq FROM domains WHERE name = 'new.example'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(id, 1501, "above the deleted 1500");
+        assert!(seq > 1499);
+        let (page, _) = crate::store::domains::list_page(&c, 7, 8, 200).unwrap();
+        assert_eq!(page.last().map(|e| e.id), Some(1501));
+        assert!(crate::store::domains::delete_by_id(&c, 7, 3).unwrap());
+        let (page, _) = crate::store::domains::list_page(&c, 7, 1, 200).unwrap();
+        assert_eq!(page[2].id, 4);
+
+        let mut fresh = Connection::open_in_memory().unwrap();
+        migrate(&mut fresh).unwrap();
+        assert_eq!(shape(&c), shape(&fresh));
     }
 }

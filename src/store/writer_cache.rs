@@ -1,6 +1,6 @@
 //! What the writer remembers between event writes: which organization a live customer key
-//! belongs to, each organization's next list position, and the id and `lastSeenAt` of names
-//! recently written. A single event whose name was already seen this second then costs the
+//! belongs to, where each organization's list ends (its last position and open block of counts),
+//! the last domain id given, and the id and `lastSeenAt` of names recently written. A single event whose name was already seen this second then costs the
 //! writer one statement (its request row) instead of four (key, position, name look-up, row).
 //!
 //! The cache belongs to the writer's connection and moves with it (the bulk write thread borrows
@@ -29,8 +29,10 @@ pub struct WriterCache {
     version: Option<i64>,
     /// Live customer key -> organization id.
     keys: HashMap<Box<str>, i64>,
-    /// Organization id -> `organizations.domain_seq`.
-    seqs: HashMap<i64, i64>,
+    /// Organization id -> (last position taken, open block): see `domains::ListEnd`.
+    list_ends: HashMap<i64, (i64, i64)>,
+    /// The highest domain id given, in any organization's list.
+    last_id: Option<i64>,
     /// Organization id -> listed name -> (domain id, last_seen_at).
     names: HashMap<i64, HashMap<Box<str>, (i64, i64)>>,
     names_len: usize,
@@ -45,11 +47,16 @@ impl WriterCache {
 
     /// Forgets everything.
     pub fn clear(&mut self) {
-        if self.keys.is_empty() && self.seqs.is_empty() && self.names_len == 0 {
+        if self.keys.is_empty()
+            && self.list_ends.is_empty()
+            && self.last_id.is_none()
+            && self.names_len == 0
+        {
             return;
         }
         self.keys.clear();
-        self.seqs.clear();
+        self.list_ends.clear();
+        self.last_id = None;
         self.names.clear();
         self.names_len = 0;
         self.clears += 1;
@@ -88,17 +95,27 @@ impl WriterCache {
         Ok(org)
     }
 
-    /// The organization's `domain_seq`, if known.
-    pub(crate) fn seq(&self, org: i64) -> Option<i64> {
-        self.seqs.get(&org).copied()
+    /// Where the organization's list ends (last position, open block), if known.
+    pub(crate) fn list_end(&self, org: i64) -> Option<(i64, i64)> {
+        self.list_ends.get(&org).copied()
     }
 
-    /// Records the organization's `domain_seq` as just read or written.
-    pub(crate) fn set_seq(&mut self, org: i64, seq: i64) {
-        if self.seqs.len() >= MAX_ORGS && !self.seqs.contains_key(&org) {
-            self.seqs.clear();
+    /// Records where the organization's list ends, as just read or written.
+    pub(crate) fn set_list_end(&mut self, org: i64, last_seq: i64, open_block: i64) {
+        if self.list_ends.len() >= MAX_ORGS && !self.list_ends.contains_key(&org) {
+            self.list_ends.clear();
         }
-        self.seqs.insert(org, seq);
+        self.list_ends.insert(org, (last_seq, open_block));
+    }
+
+    /// The highest domain id given, if known.
+    pub(crate) fn last_id(&self) -> Option<i64> {
+        self.last_id
+    }
+
+    /// Records the highest domain id given.
+    pub(crate) fn set_last_id(&mut self, id: i64) {
+        self.last_id = Some(id);
     }
 
     /// (id, last_seen_at) of a listed name, if known.
