@@ -231,7 +231,7 @@ pub fn ingest(
         "SELECT id, last_seen_at FROM domains WHERE organization_id = ?1 AND name = ?2",
     );
     let mut touch = Lazy::new(conn, "UPDATE domains SET last_seen_at = ?2 WHERE id = ?1");
-    // Ids and positions are given here (see `schema.sql`): `?1` the id, `?3` the position.
+    // Ids and positions are given here (see `schema.sql`): `?1` the id, `?4` the position.
     let mut insert = Lazy::new(
         conn,
         "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
