@@ -258,25 +258,13 @@ pub fn ingest(
     // and ids, in the order the client sent them).
     for name in &batch.to_list {
         let known = if cached { cache.name(org, name) } else { None };
-        let mut id = None;
+        let mut new = None;
         if known.is_none() && new_in_a_row >= 2 {
             let e = list_end(conn, cache, org, &mut end)?;
-            let (next_id, next_seq) = e.next(conn, org)?;
-            if insert_new
-                .get()?
-                .execute(params![next_id, org, name, next_seq, now])?
-                == 1
-            {
-                e.taken(next_id, next_seq);
-                id = Some(next_id);
-            }
+            new = e.append(conn, insert_new.get()?, org, name, now)?;
         }
-        let id = match id {
-            Some(id) => {
-                new_in_a_row += 1;
-                added += 1;
-                id
-            }
+        let id = match new {
+            Some(id) => id,
             None => {
                 let listed: Option<(i64, i64)> = match known {
                     Some(known) => Some(known),
@@ -294,19 +282,19 @@ pub fn ingest(
                         id
                     }
                     None => {
+                        // A plain insert adds its row or fails.
                         let e = list_end(conn, cache, org, &mut end)?;
-                        let (next_id, next_seq) = e.next(conn, org)?;
-                        insert
-                            .get()?
-                            .execute(params![next_id, org, name, next_seq, now])?;
-                        e.taken(next_id, next_seq);
-                        new_in_a_row += 1;
-                        added += 1;
-                        next_id
+                        e.append(conn, insert.get()?, org, name, now)?;
+                        new = Some(e.last_id);
+                        e.last_id
                     }
                 }
             }
         };
+        if new.is_some() {
+            new_in_a_row += 1;
+            added += 1;
+        }
         if cached && known != Some((id, now)) {
             cache.set_name(org, name, id, now);
         }
@@ -328,22 +316,28 @@ struct ListEnd {
 }
 
 impl ListEnd {
-    /// The next entry's id and position. A position past the open block closes it first (its
-    /// entries are counted).
-    fn next(&mut self, conn: &Connection, org: i64) -> Result<(i64, i64)> {
-        let seq = self.last_seq + 1;
+    /// Inserts `name` as the list's next entry with `insert` (parameters: id, organization,
+    /// name, position, time), closing the open block first when the position is past it.
+    /// Returns the new entry's id, or none if the statement inserted nothing.
+    fn append(
+        &mut self,
+        conn: &Connection,
+        insert: &mut rusqlite::Statement<'_>,
+        org: i64,
+        name: &str,
+        now: i64,
+    ) -> Result<Option<i64>> {
+        let (id, seq) = (self.last_id + 1, self.last_seq + 1);
         let block = seq >> BUCKET_SHIFT;
         if block > self.open_block {
             close_block(conn, org, self.open_block)?;
             self.open_block = block;
         }
-        Ok((self.last_id + 1, seq))
-    }
-
-    /// Records that the entry `next` offered was inserted.
-    fn taken(&mut self, id: i64, seq: i64) {
-        self.last_id = id;
-        self.last_seq = seq;
+        if insert.execute(params![id, org, name, seq, now])? == 0 {
+            return Ok(None);
+        }
+        (self.last_id, self.last_seq) = (id, seq);
+        Ok(Some(id))
     }
 }
 

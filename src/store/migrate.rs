@@ -158,13 +158,18 @@ mod tests {
         out
     }
 
+    /// An in-memory database of an earlier `version`, made by that version's whole `schema`.
+    fn database_of_version(version: i64, schema: &str) -> Connection {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+        c.execute_batch(schema).unwrap();
+        c.pragma_update(None, "user_version", version).unwrap();
+        c
+    }
+
     #[test]
     fn version_1_database_is_upgraded_with_its_events() {
-        let mut c = Connection::open_in_memory().unwrap();
-        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
-        c.execute_batch(include_str!("upgrades/schema-1.sql"))
-            .unwrap();
-        c.pragma_update(None, "user_version", 1).unwrap();
+        let mut c = database_of_version(1, include_str!("upgrades/schema-1.sql"));
         c.execute_batch(
             r#"INSERT INTO organizations (id, name, created_at, modified_at) VALUES (7, 'o', 0, 0);
                INSERT INTO event_batches (id, organization_id, uuid, received_at)
@@ -251,11 +256,7 @@ mod tests {
     /// becomes the id floor, and the list works on: pages, new names, deletions.
     #[test]
     fn version_2_database_is_upgraded_with_its_list() {
-        let mut c = Connection::open_in_memory().unwrap();
-        c.execute_batch("PRAGMA foreign_keys = ON").unwrap();
-        c.execute_batch(include_str!("upgrades/schema-2.sql"))
-            .unwrap();
-        c.pragma_update(None, "user_version", 2).unwrap();
+        let mut c = database_of_version(2, include_str!("upgrades/schema-2.sql"));
         // Entries at positions 1..=1500 with ids 1..=1500, of which id 1500 (the last) was
         // deleted: AUTOINCREMENT's counter says 1500, the table's highest id is 1499.
         c.execute_batch(
