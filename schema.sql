@@ -1,4 +1,4 @@
--- Parasol's whole SQLite schema, as of schema version 4.
+-- Parasol's whole SQLite schema, as of schema version 3.
 -- src/store/migrate.rs applies it to a new database; a database of an earlier version is brought
 -- here by the scripts in src/store/upgrades/ instead (each shipped version's schema is kept there
 -- for the upgrade tests). Timestamps are integer seconds since the Unix epoch (UTC).
@@ -132,16 +132,9 @@ CREATE TABLE domain_counts (
 -- One row per accepted POST /1.0/events request, holding all its events: a request is stored and
 -- deleted whole, and a 1 MiB batch is one record instead of thousands of rows. The three arrays
 -- have one element per event, in the order sent (`SELECT value FROM json_each(events)`).
---
--- An organization's rows have ids of their own range, from `organization_id << 40` up (each new
--- one above the range's highest, given by the database writer): they are found, counted and
--- deleted by a range of the table's key, so no index on `organization_id` has to be written with
--- every request. For the same reason there is no foreign key (without such an index, deleting an
--- organization would scan the whole table): the trigger after it deletes them instead, and the
--- one after that keeps organization ids within the 2^23 ranges there are.
 CREATE TABLE event_batches (
-    id              INTEGER PRIMARY KEY, -- (organization_id << 40) + the request's number there
-    organization_id INTEGER NOT NULL CHECK (organization_id = id >> 40),
+    id              INTEGER PRIMARY KEY,
+    organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
     uuid            TEXT NOT NULL,       -- the id returned in the 202 body, hyphenated form
     received_at     INTEGER NOT NULL,
     event_count     INTEGER NOT NULL CHECK (event_count > 0),
@@ -149,17 +142,7 @@ CREATE TABLE event_batches (
     listed          TEXT NOT NULL,       -- JSON array: 1 if the acceptance checks listed it, else 0
     events          TEXT NOT NULL        -- JSON array: the events as sent, unknown fields included
 );
-
-CREATE TRIGGER organizations_event_batches AFTER DELETE ON organizations
-BEGIN
-    DELETE FROM event_batches WHERE id >= old.id << 40 AND id < (old.id + 1) << 40;
-END;
-
-CREATE TRIGGER organizations_id_limit AFTER INSERT ON organizations
-WHEN new.id >= 1 << 23
-BEGIN
-    SELECT RAISE(ABORT, 'organization ids are limited to 8388607');
-END;
+CREATE INDEX event_batches_org ON event_batches(organization_id);
 
 -- The customer's allow list: wins over the domain list at enforcement time.
 CREATE TABLE allow_list (

@@ -122,24 +122,24 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
         .collect();
     let now = crate::timefmt::now();
     let mut seq = 0i64;
-    let mut batch_id = FIRST_BATCH_ID;
     let start = Instant::now();
     for (names, [uuid, names_json, listed_json, events_json]) in &requests {
         let tx = conn.unchecked_transaction().map_err(err)?;
         {
-            batch_id += 1;
-            tx.prepare_cached(INSERT_BATCH)
-                .map_err(err)?
-                .execute(rusqlite::params![
-                    batch_id,
-                    uuid,
-                    now,
-                    names.len() as i64,
-                    names_json,
-                    listed_json,
-                    events_json
-                ])
-                .map_err(err)?;
+            tx.prepare_cached(
+                "INSERT INTO event_batches (organization_id, uuid, received_at, event_count,
+                     domains, listed, events) VALUES (1, ?1, ?2, ?3, ?4, ?5, ?6)",
+            )
+            .map_err(err)?
+            .execute(rusqlite::params![
+                uuid,
+                now,
+                names.len() as i64,
+                names_json,
+                listed_json,
+                events_json
+            ])
+            .map_err(err)?;
             let mut dom = tx.prepare_cached(INSERT_DOMAIN).map_err(err)?;
             for d in names {
                 seq += 1;
@@ -154,15 +154,6 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
     remove_db(&path);
     Ok(rate)
 }
-
-/// A request row of the storage loops, in organization 1's range of ids as in the server
-/// (`schema.sql`): the id, uuid, second, event count and the three arrays.
-const INSERT_BATCH: &str =
-    "INSERT INTO event_batches (id, organization_id, uuid, received_at, event_count, domains,
-         listed, events) VALUES (?1, 1, ?2, ?3, ?4, ?5, ?6, ?7)";
-
-/// Below the first request row id of organization 1.
-const FIRST_BATCH_ID: i64 = 1 << crate::store::domains::BATCH_ID_BITS;
 
 /// A new domain row of the storage loops (the request's domain: its name, position and second).
 const INSERT_DOMAIN: &str =
@@ -186,6 +177,7 @@ fn ceiling_db(path: &Path) -> Result<rusqlite::Connection, String> {
         "CREATE TABLE event_batches (id INTEGER PRIMARY KEY, organization_id INTEGER NOT NULL,
              uuid TEXT NOT NULL, received_at INTEGER NOT NULL, event_count INTEGER NOT NULL,
              domains TEXT NOT NULL, listed TEXT NOT NULL, events TEXT NOT NULL);
+         CREATE INDEX event_batches_org ON event_batches(organization_id);
          CREATE TABLE domains (id INTEGER PRIMARY KEY,
              organization_id INTEGER NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL,
              created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL,
@@ -276,25 +268,26 @@ fn store_single_events(conn: &rusqlite::Connection, requests: u64) -> Result<(f6
         .collect();
     let mut seen = vec![now - 1; hot as usize];
     let mut seq = hot as i64;
-    let mut batch_id = FIRST_BATCH_ID;
     let cpu = thread_cpu_us();
     let start = Instant::now();
     for group in rows.chunks(SINGLE_GROUP) {
         let tx = conn.unchecked_transaction().map_err(err)?;
         {
-            let mut row = tx.prepare_cached(INSERT_BATCH).map_err(err)?;
+            let mut row = tx
+                .prepare_cached(
+                    "INSERT INTO event_batches (organization_id, uuid, received_at, event_count,
+                         domains, listed, events) VALUES (1, ?1, ?2, 1, ?3, ?4, ?5)",
+                )
+                .map_err(err)?;
             let mut dom = tx.prepare_cached(INSERT_DOMAIN).map_err(err)?;
             let mut touch = tx
                 .prepare_cached("UPDATE domains SET last_seen_at = ?2 WHERE id = ?1")
                 .map_err(err)?;
             for (hot_index, name, [uuid, names_json, listed_json, events_json]) in group {
                 let now = crate::timefmt::now();
-                batch_id += 1;
                 row.execute(rusqlite::params![
-                    batch_id,
                     uuid,
                     now,
-                    1,
                     names_json,
                     listed_json,
                     events_json

@@ -205,23 +205,12 @@ pub fn ingest(
     now: i64,
     batch: &PreparedBatch,
 ) -> Result<u64> {
-    // The request's row id: next in the organization's range (see `schema.sql`).
-    let batch_id = match cache.last_batch_id(org) {
-        Some(id) => id,
-        None => last_batch_id(conn, org)?,
-    } + 1;
-    if batch_id >= (org + 1) << BATCH_ID_BITS {
-        return Err(StoreError::Task(format!(
-            "organization {org} has stored 2^{BATCH_ID_BITS} requests"
-        )));
-    }
     conn.prepare_cached(
         "INSERT INTO event_batches
-             (id, organization_id, uuid, received_at, event_count, domains, listed, events)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+             (organization_id, uuid, received_at, event_count, domains, listed, events)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?
     .execute(params![
-        batch_id,
         org,
         batch_uuid,
         now,
@@ -230,7 +219,6 @@ pub fn ingest(
         batch.listed_json,
         batch.events_json
     ])?;
-    cache.set_last_batch_id(org, batch_id);
 
     // Each listed name is looked up first: most events name a domain already on the list, and
     // often one already seen this second, for which nothing is written. (An upsert with
@@ -521,27 +509,11 @@ pub fn all_names(conn: &Connection, org: i64) -> Result<Vec<String>> {
     Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
 }
 
-/// Bits of a request row id below the organization's (`schema.sql`, `event_batches`).
-pub const BATCH_ID_BITS: u32 = 40;
-
-/// The highest request row id of the organization, or the bottom of its range if it has none.
-fn last_batch_id(conn: &Connection, org: i64) -> Result<i64> {
-    let first = org << BATCH_ID_BITS;
-    Ok(conn
-        .prepare_cached(
-            "SELECT id FROM event_batches WHERE id >= ?1 AND id < ?2 ORDER BY id DESC LIMIT 1",
-        )?
-        .query_row(params![first, first + (1 << BATCH_ID_BITS)], |r| r.get(0))
-        .optional()?
-        .unwrap_or(first))
-}
-
 /// Number of stored events of the organization (tests and operators).
 pub fn event_count(conn: &Connection, org: i64) -> Result<i64> {
-    let first = org << BATCH_ID_BITS;
     Ok(conn.query_row(
-        "SELECT coalesce(sum(event_count), 0) FROM event_batches WHERE id >= ?1 AND id < ?2",
-        params![first, first + (1 << BATCH_ID_BITS)],
+        "SELECT coalesce(sum(event_count), 0) FROM event_batches WHERE organization_id = ?1",
+        params![org],
         |r| r.get(0),
     )?)
 }

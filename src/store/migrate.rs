@@ -13,12 +13,7 @@ const SCHEMA: &str = include_str!("../../schema.sql");
 const UPGRADES: &[&str] = &[
     include_str!("upgrades/2-events-per-request.sql"),
     include_str!("upgrades/3-list-counters.sql"),
-    include_str!("upgrades/4-events-by-organization.sql"),
 ];
-
-/// Organization ids are below this from schema version 4 on: each has a range of 2^40 request
-/// row ids (`schema.sql`, `event_batches`).
-pub const ORGANIZATION_ID_LIMIT: i64 = 1 << 23;
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = UPGRADES.len() as i64 + 1;
@@ -44,18 +39,6 @@ pub fn migrate(conn: &mut Connection) -> Result<()> {
         log::info!("database created with schema version {SCHEMA_VERSION}");
     } else {
         for (i, sql) in UPGRADES.iter().enumerate().skip(found as usize - 1) {
-            if i + 2 == 4 {
-                let highest: i64 =
-                    tx.query_row("SELECT coalesce(max(id), 0) FROM organizations", [], |r| {
-                        r.get(0)
-                    })?;
-                if highest >= ORGANIZATION_ID_LIMIT {
-                    return Err(StoreError::Task(format!(
-                        "cannot upgrade to schema version 4: organization id {highest} is not \
-                         below {ORGANIZATION_ID_LIMIT}"
-                    )));
-                }
-            }
             tx.execute_batch(sql)?;
             tx.pragma_update(None, "user_version", i as i64 + 2)?;
             log::info!("database upgraded to schema version {}", i + 2);
@@ -84,39 +67,14 @@ mod tests {
         let mut c = Connection::open_in_memory().unwrap();
         migrate(&mut c).unwrap();
         migrate(&mut c).unwrap();
-        assert_eq!(user_version(&c), SCHEMA_VERSION);
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
         let roles: i64 = c
             .query_row("SELECT count(*) FROM roles", [], |r| r.get(0))
             .unwrap();
         assert_eq!(roles, 6);
-    }
-
-    /// Each organization has a range of 2^40 request row ids below 2^63: an organization id
-    /// beyond the 2^23 ranges is refused, the highest one taken.
-    #[test]
-    fn organization_ids_stay_within_the_request_ranges() {
-        let c = memory_db();
-        let insert = |id: i64| {
-            c.execute(
-                "INSERT INTO organizations (id, name, created_at, modified_at) VALUES (?1, 'o', 0, 0)",
-                [id],
-            )
-        };
-        let err = insert(ORGANIZATION_ID_LIMIT).unwrap_err().to_string();
-        assert!(
-            err.contains("organization ids are limited to 8388607"),
-            "{err}"
-        );
-        insert(ORGANIZATION_ID_LIMIT - 1).unwrap();
-        let next = c.execute(
-            "INSERT INTO organizations (name, created_at, modified_at) VALUES ('next', 0, 0)",
-            [],
-        );
-        assert!(next.is_err());
-        let count: i64 = c
-            .query_row("SELECT count(*) FROM organizations", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(count, 1);
     }
 
     #[test]
@@ -200,22 +158,6 @@ mod tests {
         out
     }
 
-    /// A request of one event naming `name`, listed.
-    fn one_event(name: &str) -> crate::store::domains::PreparedBatch {
-        crate::store::domains::PreparedBatch::new(
-            vec![crate::store::domains::PreparedEvent {
-                domain: name.into(),
-                listed: true,
-            }],
-            "[{}]".into(),
-        )
-    }
-
-    fn user_version(c: &Connection) -> i64 {
-        c.query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap()
-    }
-
     /// An in-memory database of an earlier `version`, made by that version's whole `schema`.
     fn database_of_version(version: i64, schema: &str) -> Connection {
         let c = Connection::open_in_memory().unwrap();
@@ -241,7 +183,10 @@ mod tests {
 
         migrate(&mut c).unwrap();
 
-        assert_eq!(user_version(&c), SCHEMA_VERSION);
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
         let rows: Vec<(i64, String, i64, i64, String, String, String)> = c
             .prepare(
                 "SELECT id, uuid, received_at, event_count, domains, listed, events
@@ -266,7 +211,7 @@ mod tests {
             rows,
             vec![
                 (
-                    (7 << 40) + 1,
+                    1,
                     "u1".into(),
                     100,
                     2,
@@ -275,7 +220,7 @@ mod tests {
                     r#"[{"dstDomain":"a.example","x":[1,"é"]},{"dstDomain":"b.example"}]"#.into()
                 ),
                 (
-                    (7 << 40) + 2,
+                    2,
                     "u2".into(),
                     200,
                     1,
@@ -298,10 +243,9 @@ mod tests {
         migrate(&mut fresh).unwrap();
         let (upgraded, new) = (shape(&c), shape(&fresh));
         assert!(new.iter().any(|l| l.starts_with("event_batches: ")));
-        assert!(!new.iter().any(|l| l.starts_with("event_batches/")));
         assert!(new
             .iter()
-            .any(|l| l == "organizations_event_batches on organizations"));
+            .any(|l| l.starts_with("event_batches/event_batches_org: ")));
         assert!(new.iter().any(|l| l == "domains_id_floor on domains"));
         assert!(new.iter().any(|l| l == "sites: autoincrement yes"));
         assert_eq!(upgraded, new);
@@ -329,7 +273,10 @@ mod tests {
 
         migrate(&mut c).unwrap();
 
-        assert_eq!(user_version(&c), SCHEMA_VERSION);
+        let v: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
         let one = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).unwrap() };
         assert_eq!(one("SELECT floor FROM domain_id_floor"), 1500);
         assert_eq!(
@@ -350,7 +297,13 @@ mod tests {
         assert_eq!(page.len(), 99);
         assert!(!more);
 
-        let batch = one_event("new.example");
+        let batch = crate::store::domains::PreparedBatch::new(
+            vec![crate::store::domains::PreparedEvent {
+                domain: "new.example".into(),
+                listed: true,
+            }],
+            "[{}]".into(),
+        );
         let mut cache = crate::store::WriterCache::new();
         crate::store::domains::ingest(&c, &mut cache, 7, "u", 9, &batch).unwrap();
         let (id, seq): (i64, i64) = c
@@ -371,93 +324,5 @@ mod tests {
         let mut fresh = Connection::open_in_memory().unwrap();
         migrate(&mut fresh).unwrap();
         assert_eq!(shape(&c), shape(&fresh));
-    }
-
-    /// Version 3 -> 4: every organization's requests move into its own range of ids, in their
-    /// order; they are counted, added to and deleted with their organization (a cascade from its
-    /// service provider included) by that range; and an organization id beyond the ranges stops
-    /// the upgrade before it changes anything.
-    #[test]
-    fn version_3_database_is_upgraded_with_its_events() {
-        let mut c = database_of_version(3, include_str!("upgrades/schema-3.sql"));
-        c.execute_batch(
-            "INSERT INTO service_providers (id, name, package_id, seats_total, created_at)
-                 VALUES (1, 'sp', 1, 10, 0);
-             INSERT INTO organizations (id, name, service_provider_id, created_at, modified_at)
-                 VALUES (7, 'o7', 1, 0, 0), (9, 'o9', NULL, 0, 0);
-             INSERT INTO event_batches
-                 (id, organization_id, uuid, received_at, event_count, domains, listed, events)
-             VALUES (3, 9, 'a', 1, 1, '[\"a.example\"]', '[1]', '[{}]'),
-                    (4, 7, 'b', 2, 2, '[\"b.example\",\"c.example\"]', '[1,0]', '[{},{}]'),
-                    (8, 9, 'c', 3, 1, '[\"d.example\"]', '[0]', '[{}]'),
-                    (12, 7, 'd', 4, 1, '[\"e.example\"]', '[1]', '[{}]');",
-        )
-        .unwrap();
-
-        migrate(&mut c).unwrap();
-
-        assert_eq!(user_version(&c), SCHEMA_VERSION);
-        let rows = |c: &Connection| -> Vec<(i64, i64, String, String)> {
-            c.prepare("SELECT id, organization_id, uuid, domains FROM event_batches ORDER BY id")
-                .unwrap()
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .unwrap()
-                .collect::<rusqlite::Result<_>>()
-                .unwrap()
-        };
-        assert_eq!(
-            rows(&c),
-            vec![
-                (
-                    (7 << 40) + 1,
-                    7,
-                    "b".into(),
-                    r#"["b.example","c.example"]"#.into()
-                ),
-                ((7 << 40) + 2, 7, "d".into(), r#"["e.example"]"#.into()),
-                ((9 << 40) + 1, 9, "a".into(), r#"["a.example"]"#.into()),
-                ((9 << 40) + 2, 9, "c".into(), r#"["d.example"]"#.into()),
-            ]
-        );
-        assert_eq!(crate::store::domains::event_count(&c, 7).unwrap(), 3);
-        assert_eq!(crate::store::domains::event_count(&c, 9).unwrap(), 2);
-
-        // The writer goes on above each organization's highest.
-        let batch = one_event("f.example");
-        let mut cache = crate::store::WriterCache::new();
-        crate::store::domains::ingest(&c, &mut cache, 9, "e", 5, &batch).unwrap();
-        crate::store::domains::ingest(&c, &mut cache, 9, "f", 5, &batch).unwrap();
-        let ids: Vec<i64> = rows(&c).iter().map(|r| r.0).collect();
-        assert_eq!(&ids[4..], [(9 << 40) + 3, (9 << 40) + 4]);
-
-        // An organization's rows go with it, also when its service provider is deleted.
-        c.execute("DELETE FROM organizations WHERE id = 9", [])
-            .unwrap();
-        assert_eq!(rows(&c).len(), 2);
-        c.execute("DELETE FROM service_providers WHERE id = 1", [])
-            .unwrap();
-        assert_eq!(rows(&c), vec![]);
-
-        let mut fresh = Connection::open_in_memory().unwrap();
-        migrate(&mut fresh).unwrap();
-        assert_eq!(shape(&c), shape(&fresh));
-
-        // An organization id the ranges cannot hold: refused, and nothing changed.
-        let mut c = database_of_version(3, include_str!("upgrades/schema-3.sql"));
-        c.execute_batch(
-            "INSERT INTO organizations (id, name, created_at, modified_at)
-                 VALUES (8388608, 'o', 0, 0);
-             INSERT INTO event_batches
-                 (id, organization_id, uuid, received_at, event_count, domains, listed, events)
-             VALUES (1, 8388608, 'a', 1, 1, '[]', '[]', '[{}]');",
-        )
-        .unwrap();
-        let err = migrate(&mut c).unwrap_err().to_string();
-        assert!(err.contains("organization id 8388608"), "{err}");
-        assert_eq!(user_version(&c), 3);
-        let id: i64 = c
-            .query_row("SELECT id FROM event_batches", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(id, 1);
     }
 }

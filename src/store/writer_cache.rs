@@ -1,9 +1,7 @@
 //! What the writer remembers between event writes: which organization a live customer key
 //! belongs to, where each organization's list ends (its last position and open block of counts),
-//! the last domain id given, each organization's last request row id, and the id and
-//! `lastSeenAt` of names recently written. A single event whose name was already seen this second
-//! then costs the writer one statement (its request row) instead of five (key, row id, position,
-//! name look-up, row).
+//! the last domain id given, and the id and `lastSeenAt` of names recently written. A single event whose name was already seen this second then costs the
+//! writer one statement (its request row) instead of four (key, position, name look-up, row).
 //!
 //! The cache belongs to the writer's connection and moves with it (the bulk write thread borrows
 //! both). It is only ever a copy of what that connection's own transactions read or wrote, and
@@ -35,8 +33,6 @@ pub struct WriterCache {
     list_ends: HashMap<i64, (i64, i64)>,
     /// The highest domain id given, in any organization's list.
     last_id: Option<i64>,
-    /// Organization id -> its highest request row id (`event_batches.id`).
-    batch_ends: HashMap<i64, i64>,
     /// Organization id -> listed name -> (domain id, last_seen_at).
     names: HashMap<i64, HashMap<Box<str>, (i64, i64)>>,
     names_len: usize,
@@ -54,7 +50,6 @@ impl WriterCache {
         if self.keys.is_empty()
             && self.list_ends.is_empty()
             && self.last_id.is_none()
-            && self.batch_ends.is_empty()
             && self.names_len == 0
         {
             return;
@@ -62,7 +57,6 @@ impl WriterCache {
         self.keys.clear();
         self.list_ends.clear();
         self.last_id = None;
-        self.batch_ends.clear();
         self.names.clear();
         self.names_len = 0;
         self.clears += 1;
@@ -122,19 +116,6 @@ impl WriterCache {
     /// Records the highest domain id given.
     pub(crate) fn set_last_id(&mut self, id: i64) {
         self.last_id = Some(id);
-    }
-
-    /// The organization's highest request row id, if known.
-    pub(crate) fn last_batch_id(&self, org: i64) -> Option<i64> {
-        self.batch_ends.get(&org).copied()
-    }
-
-    /// Records the organization's highest request row id, as just written.
-    pub(crate) fn set_last_batch_id(&mut self, org: i64, id: i64) {
-        if self.batch_ends.len() >= MAX_ORGS && !self.batch_ends.contains_key(&org) {
-            self.batch_ends.clear();
-        }
-        self.batch_ends.insert(org, id);
     }
 
     /// (id, last_seen_at) of a listed name, if known.
