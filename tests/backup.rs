@@ -183,16 +183,24 @@ fn damaged_or_foreign_input_is_refused_and_the_database_stays() {
         .unwrap();
     refused(&restore(dir.path(), &foreign), "not a Parasol database");
 
-    // A real backup, damaged: a run of pages overwritten in the middle.
+    // A real backup, damaged: a page of the organizations' rows overwritten.
     let good = files.path().join("good.db");
     for i in 0..40 {
         cli_create_org(dir.path(), &format!("filler {i} {}", "x".repeat(200)));
     }
     json_of(&backup(dir.path(), &good));
+    let (page, page_size): (i64, i64) = rusqlite::Connection::open(&good)
+        .unwrap()
+        .query_row(
+            "SELECT pageno, pgsize FROM dbstat WHERE name = 'organizations' AND pagetype = 'leaf'
+             ORDER BY pageno DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
     let mut bytes = std::fs::read(&good).unwrap();
-    assert!(bytes.len() >= 4 * 4096, "{}", bytes.len());
-    let mid = bytes.len() / 2;
-    bytes[mid - 4096..mid + 4096].fill(0x5a);
+    let start = ((page - 1) * page_size) as usize;
+    bytes[start..start + page_size as usize].fill(0x5a);
     let bad = files.path().join("bad.db");
     std::fs::write(&bad, &bytes).unwrap();
     refused(&restore(dir.path(), &bad), "damaged");
