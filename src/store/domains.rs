@@ -284,9 +284,11 @@ pub fn ingest(
                     None => {
                         // A plain insert adds its row or fails.
                         let e = list_end(conn, cache, org, &mut end)?;
-                        e.append(conn, insert.get()?, org, name, now)?;
-                        new = Some(e.last_id);
-                        e.last_id
+                        let id = e
+                            .append(conn, insert.get()?, org, name, now)?
+                            .ok_or_else(|| StoreError::Task("an insert added no row".into()))?;
+                        new = Some(id);
+                        id
                     }
                 }
             }

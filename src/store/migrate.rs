@@ -67,10 +67,7 @@ mod tests {
         let mut c = Connection::open_in_memory().unwrap();
         migrate(&mut c).unwrap();
         migrate(&mut c).unwrap();
-        let v: i64 = c
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+        assert_eq!(user_version(&c), SCHEMA_VERSION);
         let roles: i64 = c
             .query_row("SELECT count(*) FROM roles", [], |r| r.get(0))
             .unwrap();
@@ -158,6 +155,11 @@ mod tests {
         out
     }
 
+    fn user_version(c: &Connection) -> i64 {
+        c.query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap()
+    }
+
     /// An in-memory database of an earlier `version`, made by that version's whole `schema`.
     fn database_of_version(version: i64, schema: &str) -> Connection {
         let c = Connection::open_in_memory().unwrap();
@@ -183,10 +185,7 @@ mod tests {
 
         migrate(&mut c).unwrap();
 
-        let v: i64 = c
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+        assert_eq!(user_version(&c), SCHEMA_VERSION);
         let rows: Vec<(i64, String, i64, i64, String, String, String)> = c
             .prepare(
                 "SELECT id, uuid, received_at, event_count, domains, listed, events
@@ -273,10 +272,7 @@ mod tests {
 
         migrate(&mut c).unwrap();
 
-        let v: i64 = c
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(v, SCHEMA_VERSION);
+        assert_eq!(user_version(&c), SCHEMA_VERSION);
         let one = |sql: &str| -> i64 { c.query_row(sql, [], |r| r.get(0)).unwrap() };
         assert_eq!(one("SELECT floor FROM domain_id_floor"), 1500);
         assert_eq!(

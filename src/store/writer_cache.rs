@@ -1,7 +1,8 @@
 //! What the writer remembers between event writes: which organization a live customer key
 //! belongs to, where each organization's list ends (its last position and open block of counts),
-//! the last domain id given, and the id and `lastSeenAt` of names recently written. A single event whose name was already seen this second then costs the
-//! writer one statement (its request row) instead of four (key, position, name look-up, row).
+//! the last domain id given, and the id and `lastSeenAt` of names recently written. A single
+//! event whose name was already seen this second then costs the writer one statement (its
+//! request row) instead of four (key, position, name look-up, row).
 //!
 //! The cache belongs to the writer's connection and moves with it (the bulk write thread borrows
 //! both). It is only ever a copy of what that connection's own transactions read or wrote, and
