@@ -1,10 +1,12 @@
 //! Small HTTP helpers shared by both interfaces: the response body type, JSON responses, query
 //! strings and percent-decoding.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
-use hyper::{Response, StatusCode};
+use hyper::{Response, StatusCode, Uri};
 
 /// The body type of every response.
 pub type Body = Full<Bytes>;
@@ -41,17 +43,18 @@ pub fn no_content() -> Response<Body> {
 
 /// Decodes `%XX` escapes. `None` if an escape is malformed or the result is not UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {
-    percent_decode_impl(s, false)
+    decode(s, false).map(Cow::into_owned)
 }
 
 /// Decodes a query-string component: `%XX` escapes and `+` as a space.
 pub fn query_decode(s: &str) -> Option<String> {
-    percent_decode_impl(s, true)
+    decode(s, true).map(Cow::into_owned)
 }
 
-fn percent_decode_impl(s: &str, plus_is_space: bool) -> Option<String> {
-    if !(s.contains('%') || plus_is_space && s.contains('+')) {
-        return Some(s.to_string());
+/// Decodes `s`, borrowing it when it holds nothing to decode.
+fn decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
+    if !s.bytes().any(|c| c == b'%' || plus_is_space && c == b'+') {
+        return Some(Cow::Borrowed(s));
     }
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
@@ -74,7 +77,7 @@ fn percent_decode_impl(s: &str, plus_is_space: bool) -> Option<String> {
             }
         }
     }
-    String::from_utf8(out).ok()
+    String::from_utf8(out).ok().map(Cow::Owned)
 }
 
 fn hex(c: u8) -> Option<u8> {
@@ -99,37 +102,50 @@ pub fn query_encode(s: &str) -> String {
     out
 }
 
-/// A parsed query string: decoded `(name, value)` pairs in order. Components that do not decode
-/// are kept undecoded so that they fail later validation rather than vanish.
+/// A request's query string: `(name, value)` pairs in order, decoded as they are looked up (a
+/// request reads one or two of them, and most hold nothing to decode: no copies). Components
+/// that do not decode are taken undecoded, so that they fail later validation rather than vanish.
 #[derive(Debug, Default, Clone)]
-pub struct Query(Vec<(String, String)>);
+pub struct Query(Uri);
 
 impl Query {
-    pub fn parse(query: Option<&str>) -> Query {
-        let Some(q) = query else {
-            return Query::default();
-        };
-        Query(
-            q.split('&')
-                .filter(|p| !p.is_empty())
-                .map(|pair| {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    (
-                        query_decode(k).unwrap_or_else(|| k.to_string()),
-                        query_decode(v).unwrap_or_else(|| v.to_string()),
-                    )
-                })
-                .collect(),
-        )
+    /// The query of a request's target.
+    pub fn new(uri: Uri) -> Query {
+        Query(uri)
     }
 
     /// The first value of `name`.
-    pub fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
+    pub fn get(&self, name: &str) -> Option<Cow<'_, str>> {
+        let mut rest = self.0.query();
+        while let Some(q) = rest {
+            let (pair, next) = cut(q, b'&');
+            rest = next;
+            if pair.is_empty() {
+                continue;
+            }
+            let (k, v) = cut(pair, b'=');
+            if component(k) == name {
+                return Some(component(v.unwrap_or("")));
+            }
+        }
+        None
     }
+}
+
+/// `s` up to the first `sep` and what follows it, if `sep` occurs. (A byte loop: for the short
+/// strings of a request line it costs less than the general substring search.)
+pub fn cut(s: &str, sep: u8) -> (&str, Option<&str>) {
+    debug_assert!(sep.is_ascii());
+    match s.bytes().position(|c| c == sep) {
+        // An ASCII byte is always a character boundary.
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    }
+}
+
+/// A query component decoded, or as sent if it does not decode.
+fn component(s: &str) -> Cow<'_, str> {
+    decode(s, true).unwrap_or(Cow::Borrowed(s))
 }
 
 /// True when the request's Content-Type is `application/json` (parameters allowed).
@@ -137,8 +153,12 @@ pub fn is_json_content_type(headers: &hyper::HeaderMap) -> bool {
     headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split(';').next())
-        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        .is_some_and(|v| {
+            cut(v, b';')
+                .0
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        })
 }
 
 #[cfg(test)]
@@ -157,20 +177,42 @@ mod tests {
         assert_eq!(percent_decode("%FF"), None);
     }
 
+    fn query(q: &str) -> Query {
+        Query::new(format!("/1.0/domains?{q}").parse().unwrap())
+    }
+
     #[test]
     fn query_pairs() {
-        let q = Query::parse(Some(
-            "customerKey=k&where%5Bname%5D=www.example.com&x&page=2&page=3",
-        ));
-        assert_eq!(q.get("customerKey"), Some("k"));
-        assert_eq!(q.get("where[name]"), Some("www.example.com"));
-        assert_eq!(q.get("x"), Some(""));
-        assert_eq!(q.get("page"), Some("2"));
+        let q = query("customerKey=k&where%5Bname%5D=www.example.com&x&&page=2&page=3&a+b=c+d");
+        assert_eq!(q.get("customerKey").as_deref(), Some("k"));
+        assert_eq!(q.get("where[name]").as_deref(), Some("www.example.com"));
+        assert_eq!(q.get("x").as_deref(), Some(""));
+        assert_eq!(q.get("page").as_deref(), Some("2"));
+        assert_eq!(q.get("a b").as_deref(), Some("c d"));
         assert_eq!(q.get("nope"), None);
+        assert_eq!(q.get(""), None);
         assert_eq!(
-            Query::parse(Some("where[name]=a.example")).get("where[name]"),
+            query("where[name]=a.example").get("where[name]").as_deref(),
             Some("a.example")
         );
+        // A component that does not decode is taken as sent.
+        assert_eq!(query("page=%zz").get("page").as_deref(), Some("%zz"));
+        assert_eq!(query("%zz=1").get("%zz").as_deref(), Some("1"));
+        assert_eq!(Query::default().get("page"), None);
+        assert_eq!(
+            Query::new("/1.0/domains".parse().unwrap()).get("page"),
+            None
+        );
+    }
+
+    #[test]
+    fn cuts() {
+        assert_eq!(cut("a=b=c", b'='), ("a", Some("b=c")));
+        assert_eq!(cut("a=", b'='), ("a", Some("")));
+        assert_eq!(cut("=b", b'='), ("", Some("b")));
+        assert_eq!(cut("ab", b'='), ("ab", None));
+        assert_eq!(cut("", b'='), ("", None));
+        assert_eq!(cut("\u{e9}&\u{fc}", b'&'), ("\u{e9}", Some("\u{fc}")));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use hyper::Method;
 
-use crate::http::percent_decode;
+use crate::http::{cut, percent_decode};
 
 /// Which interface a path belongs to (it picks the error body shape).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +82,9 @@ pub enum RouteError {
     MethodNotAllowed(Interface, &'static str),
 }
 
+/// Most segments of a routed path (`/v1/organizations/{org}/internalnetworks/{id}`).
+const MAX_SEGMENTS: usize = 5;
+
 /// Routes a request by method and path (without the query).
 pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
     // One trailing slash is tolerated everywhere (`/1.0/events/` appears in the spec).
@@ -92,7 +95,18 @@ pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
     let Some(rest) = trimmed.strip_prefix('/') else {
         return Err(RouteError::NotFound(Interface::Enforcement));
     };
-    let segs: Vec<&str> = rest.split('/').collect();
+    // The segments on the stack: no path of either interface has more than `MAX_SEGMENTS`.
+    let mut buf = [""; MAX_SEGMENTS + 1];
+    let mut n = 0;
+    let mut rest = Some(rest);
+    while let Some(r) = rest {
+        if n == buf.len() {
+            break;
+        }
+        (buf[n], rest) = cut(r, b'/');
+        n += 1;
+    }
+    let segs = &buf[..n];
     match segs.split_first() {
         Some((&"1.0", tail)) => enforcement(method, tail).map(Route::Enf),
         Some((&"v1", tail)) => management(method, tail).map(Route::Mgmt),
@@ -105,7 +119,7 @@ fn pick<E>(
     iface: Interface,
     method: &Method,
     allow: &'static str,
-    options: Vec<(Method, E)>,
+    options: impl IntoIterator<Item = (Method, E)>,
 ) -> Result<E, RouteError> {
     options
         .into_iter()
@@ -118,12 +132,12 @@ fn enforcement(method: &Method, segs: &[&str]) -> Result<EnfEndpoint, RouteError
     use EnfEndpoint::*;
     let e = Interface::Enforcement;
     match segs {
-        ["events"] => pick(e, method, "POST", vec![(Method::POST, PostEvents)]),
+        ["events"] => pick(e, method, "POST", [(Method::POST, PostEvents)]),
         ["domains"] => pick(
             e,
             method,
             "GET, DELETE",
-            vec![
+            [
                 (Method::GET, ListDomains),
                 (Method::DELETE, DeleteDomainsWhere),
             ],
@@ -136,7 +150,7 @@ fn enforcement(method: &Method, segs: &[&str]) -> Result<EnfEndpoint, RouteError
                 // A segment that does not decode cannot be a listed name: keep it as sent.
                 DeleteDomainByName(percent_decode(seg).unwrap_or_else(|| (*seg).to_string()))
             };
-            pick(e, method, "DELETE", vec![(Method::DELETE, target)])
+            pick(e, method, "DELETE", [(Method::DELETE, target)])
         }
         _ => Err(RouteError::NotFound(e)),
     }
@@ -158,12 +172,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
     match segs {
         ["serviceproviders", sp] => {
             let sp = id(sp)?;
-            pick(
-                m,
-                method,
-                "GET",
-                vec![(Method::GET, GetServiceProvider { sp })],
-            )
+            pick(m, method, "GET", [(Method::GET, GetServiceProvider { sp })])
         }
         ["serviceproviders", sp, "customers"] => {
             let sp = id(sp)?;
@@ -171,7 +180,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                 m,
                 method,
                 GET_POST,
-                vec![
+                [
                     (Method::GET, ListCustomers { sp }),
                     (Method::POST, CreateCustomer { sp }),
                 ],
@@ -183,7 +192,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                 m,
                 method,
                 ITEM_RW,
-                vec![
+                [
                     (Method::GET, GetCustomer { sp, customer }),
                     (Method::PUT, UpdateCustomer { sp, customer }),
                     (Method::DELETE, DeleteCustomer { sp, customer }),
@@ -196,7 +205,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                 m,
                 method,
                 GET_POST,
-                vec![
+                [
                     (Method::GET, ListMspCustomers { msp }),
                     (Method::POST, CreateMspCustomer { msp }),
                 ],
@@ -208,7 +217,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                 m,
                 method,
                 ITEM_RW,
-                vec![
+                [
                     (Method::GET, GetMspCustomer { msp, customer }),
                     (Method::PUT, UpdateMspCustomer { msp, customer }),
                     (Method::DELETE, DeleteMspCustomer { msp, customer }),
@@ -218,18 +227,18 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
         ["organizations", org, kind] => {
             let org = id(org)?;
             match *kind {
-                "networks" => pick(m, method, "GET", vec![(Method::GET, ListNetworks { org })]),
+                "networks" => pick(m, method, "GET", [(Method::GET, ListNetworks { org })]),
                 "roamingcomputers" => pick(
                     m,
                     method,
                     "GET",
-                    vec![(Method::GET, ListRoamingComputers { org })],
+                    [(Method::GET, ListRoamingComputers { org })],
                 ),
                 "internalnetworks" => pick(
                     m,
                     method,
                     GET_POST,
-                    vec![
+                    [
                         (Method::GET, ListInternalNetworks { org }),
                         (Method::POST, CreateInternalNetwork { org }),
                     ],
@@ -238,13 +247,13 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                     m,
                     method,
                     "GET",
-                    vec![(Method::GET, ListVirtualAppliances { org })],
+                    [(Method::GET, ListVirtualAppliances { org })],
                 ),
                 "sites" => pick(
                     m,
                     method,
                     GET_POST,
-                    vec![
+                    [
                         (Method::GET, ListSites { org }),
                         (Method::POST, CreateSite { org }),
                     ],
@@ -253,12 +262,12 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                     m,
                     method,
                     GET_POST,
-                    vec![
+                    [
                         (Method::GET, ListUsers { org }),
                         (Method::POST, CreateUser { org }),
                     ],
                 ),
-                "roles" => pick(m, method, "GET", vec![(Method::GET, ListRoles { org })]),
+                "roles" => pick(m, method, "GET", [(Method::GET, ListRoles { org })]),
                 _ => Err(nf()),
             }
         }
@@ -271,7 +280,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                 m,
                 method,
                 ITEM_RW,
-                vec![
+                [
                     (
                         Method::GET,
                         GetRoamingComputer {
@@ -297,7 +306,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                     m,
                     method,
                     ITEM_RD,
-                    vec![
+                    [
                         (Method::GET, GetNetwork { org, id }),
                         (Method::DELETE, DeleteNetwork { org, id }),
                     ],
@@ -306,7 +315,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                     m,
                     method,
                     ITEM_RW,
-                    vec![
+                    [
                         (Method::GET, GetInternalNetwork { org, id }),
                         (Method::PUT, UpdateInternalNetwork { org, id }),
                         (Method::DELETE, DeleteInternalNetwork { org, id }),
@@ -316,7 +325,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                     m,
                     method,
                     ITEM_RW,
-                    vec![
+                    [
                         (Method::GET, GetVirtualAppliance { org, id }),
                         (Method::PUT, UpdateVirtualAppliance { org, id }),
                         (Method::DELETE, DeleteVirtualAppliance { org, id }),
@@ -326,7 +335,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                     m,
                     method,
                     ITEM_RW,
-                    vec![
+                    [
                         (Method::GET, GetSite { org, id }),
                         (Method::PUT, UpdateSite { org, id }),
                         (Method::DELETE, DeleteSite { org, id }),
@@ -336,7 +345,7 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
                     m,
                     method,
                     ITEM_RD,
-                    vec![
+                    [
                         (Method::GET, GetUser { org, id }),
                         (Method::DELETE, DeleteUser { org, id }),
                     ],
@@ -421,6 +430,7 @@ mod tests {
             "/2.0/events",
             "/v2/x",
             "/1.0/domains/1/2",
+            "/1.0/domains/a/b/c/d/e/f/g",
             "/favicon.ico",
             "//1.0/events",
         ] {
@@ -666,6 +676,10 @@ mod tests {
             "/v1/organizations/-1/sites",
             "/v1/organizations/1/sites/1.5",
             "/v1/organizations/1/things",
+            // Longer than any route, by one segment and by many.
+            "/v1/organizations/1/sites/2/x",
+            "/v1/organizations/1/sites/2/x/y/z/w",
+            "/v1/organizations/1/sites/2//",
         ] {
             assert_eq!(r(Method::GET, p), Err(RouteError::NotFound(m)), "{p}");
         }

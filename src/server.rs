@@ -509,7 +509,7 @@ async fn handle(
         }
     };
     let ctx = RequestCtx {
-        query: Query::parse(parts.uri.query()),
+        query: Query::new(parts.uri),
         method: parts.method,
         headers: parts.headers,
         tx_id,

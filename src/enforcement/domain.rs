@@ -24,7 +24,7 @@ pub fn normalize(input: &str) -> Result<String, DomainError> {
     // RFC 3986 allows a percent-encoded host; decode it before anything else.
     let decoded;
     let mut name = input;
-    if name.contains('%') {
+    if name.bytes().any(|c| c == b'%') {
         decoded = crate::http::percent_decode(name).ok_or(DomainError::Invalid)?;
         name = &decoded;
     }
@@ -37,7 +37,7 @@ pub fn normalize(input: &str) -> Result<String, DomainError> {
         // lower case and leaves LDH names unchanged), unless it holds an IDN's ACE label
         // (`xn--...`), which UTS 46 decodes and checks: `xn--zz.test` is no valid IDN.
         let lower = name.to_ascii_lowercase();
-        if lower.contains("xn--") {
+        if lower.as_bytes().windows(4).any(|w| w == b"xn--") {
             idna::domain_to_ascii(&lower).map_err(|_| DomainError::Invalid)?
         } else {
             lower
@@ -59,9 +59,8 @@ fn is_host_name(name: &str) -> bool {
         return false;
     }
     let mut labels = 0;
-    let mut last = "";
-    for label in name.split('.') {
-        let b = label.as_bytes();
+    let mut last: &[u8] = b"";
+    for b in name.as_bytes().split(|&c| c == b'.') {
         if b.is_empty() || b.len() > 63 || b[0] == b'-' || b[b.len() - 1] == b'-' {
             return false;
         }
@@ -72,9 +71,9 @@ fn is_host_name(name: &str) -> bool {
             return false;
         }
         labels += 1;
-        last = label;
+        last = b;
     }
-    labels >= 2 && !last.bytes().all(|c| c.is_ascii_digit())
+    labels >= 2 && !last.iter().all(u8::is_ascii_digit)
 }
 
 /// The name and its parents down to (not including) the bare top-level label:
@@ -84,17 +83,12 @@ pub fn self_and_parents(name: &str) -> impl Iterator<Item = &str> {
     std::iter::from_fn(move || {
         let current = rest?;
         // Stop once only a single label would remain.
-        match current.find('.') {
-            Some(dot) => {
-                let parent = &current[dot + 1..];
-                rest = if parent.contains('.') {
-                    Some(parent)
-                } else {
-                    None
-                };
+        match crate::http::cut(current, b'.') {
+            (_, Some(parent)) => {
+                rest = parent.bytes().any(|c| c == b'.').then_some(parent);
                 Some(current)
             }
-            None => None,
+            (_, None) => None,
         }
     })
 }

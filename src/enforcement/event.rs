@@ -27,14 +27,8 @@ pub struct ValidEvent {
 /// The events of a body that passed validation, as the JSON array text to store: the body
 /// itself when it is an array, or the one event object in brackets. Text as sent: unknown fields,
 /// spacing and escapes included.
-pub fn events_text(valid_body: &[u8]) -> String {
-    // A valid body is UTF-8 (it parsed as JSON): `from_utf8`'s check is the fast one, and the
-    // lossy conversion is only a fallback that never runs.
-    let text = match std::str::from_utf8(valid_body) {
-        Ok(t) => std::borrow::Cow::Borrowed(t),
-        Err(_) => String::from_utf8_lossy(valid_body),
-    };
-    let text = text.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
+pub fn events_text(valid_body: &str) -> String {
+    let text = valid_body.trim_matches(|c| matches!(c, ' ' | '\t' | '\n' | '\r'));
     if text.starts_with('[') {
         text.to_string()
     } else {
@@ -109,10 +103,23 @@ const OPTIONAL: &[(&str, Alt)] = &[
 
 /// Validates a request body. All or nothing: any bad element refuses the whole body.
 pub fn validate_body(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
-    if let Some(events) = fast::validate(body) {
-        return Ok(events);
-    }
-    validate_slow(body)
+    validate_events(body).map(|(events, _)| events)
+}
+
+/// Validates a request body (as `validate_body`) and gives its events as the text to store
+/// (`events_text`).
+pub fn validate_events(body: &[u8]) -> Result<(Vec<ValidEvent>, String), EventsError> {
+    let text = std::str::from_utf8(body);
+    let events = match text.ok().and_then(fast::validate) {
+        Some(events) => events,
+        None => validate_slow(body)?,
+    };
+    // A valid body is UTF-8 (it parsed as JSON): the lossy conversion never runs.
+    let stored = match text {
+        Ok(t) => events_text(t),
+        Err(_) => events_text(&String::from_utf8_lossy(body)),
+    };
+    Ok((events, stored))
 }
 
 /// The general validator: the whole body as a JSON tree, every problem named.
@@ -405,8 +412,7 @@ mod fast {
         }
     }
 
-    pub(super) fn validate(body: &[u8]) -> Option<Vec<ValidEvent>> {
-        let text = std::str::from_utf8(body).ok()?;
+    pub(super) fn validate(text: &str) -> Option<Vec<ValidEvent>> {
         match text.trim_start().as_bytes().first()? {
             b'[' => {
                 let Checked(events) = serde_json::from_str(text).ok()?;
@@ -478,7 +484,7 @@ mod tests {
         }
         for v in &cases {
             for body in [v.to_string(), json!([v, good()]).to_string()] {
-                let fast = fast::validate(body.as_bytes());
+                let fast = fast::validate(&body);
                 let slow = validate_slow(body.as_bytes());
                 match (&fast, &slow) {
                     (Some(f), Ok(s)) => {
@@ -516,16 +522,13 @@ mod tests {
     fn events_are_stored_as_sent_in_an_array() {
         let one = " {\"dstDomain\": \"a.example\", \"vendorExtra\": \"\\u00e9\"}\n";
         assert_eq!(
-            events_text(one.as_bytes()),
+            events_text(one),
             "[{\"dstDomain\": \"a.example\", \"vendorExtra\": \"\\u00e9\"}]"
         );
         let many = "\r\n[ {\"a\": 1},\n{\"b\": [2]} ]\t";
-        assert_eq!(
-            events_text(many.as_bytes()),
-            "[ {\"a\": 1},\n{\"b\": [2]} ]"
-        );
+        assert_eq!(events_text(many), "[ {\"a\": 1},\n{\"b\": [2]} ]");
         for text in [one, many] {
-            let parsed: Value = serde_json::from_str(&events_text(text.as_bytes())).unwrap();
+            let parsed: Value = serde_json::from_str(&events_text(text)).unwrap();
             assert!(parsed.is_array());
         }
     }

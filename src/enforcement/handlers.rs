@@ -18,7 +18,7 @@ use crate::store::tenants::resolve_customer_key;
 use crate::store::{StoreError, WriteMode, WriterCache};
 
 use super::domain::normalize;
-use super::event::{events_text, validate_body, EventsError};
+use super::event::{validate_events, EventsError};
 use super::page_cache::CachedPage;
 
 /// Default and largest page size of GET /1.0/domains.
@@ -62,33 +62,49 @@ pub async fn handle(
             delete_domain(state, ctx, Target::Name(Some(name))).await
         }
         EnfEndpoint::DeleteDomainsWhere => {
-            let name = ctx.query.get("where[name]").map(str::to_string);
+            let name = ctx
+                .query
+                .get("where[name]")
+                .map(std::borrow::Cow::into_owned);
             delete_domain(state, ctx, Target::Name(name)).await
         }
     };
     result.unwrap_or_else(EnfError::into_response)
 }
 
-/// The customer key in canonical form (lower-case hyphenated UUID), if it is well-formed.
-fn customer_key(ctx: &RequestCtx) -> Option<String> {
+/// A customer key in canonical form (lower-case hyphenated UUID), held inline: a request
+/// handles it several times, and a `String` would be copied for each.
+#[derive(Clone, Copy)]
+struct CustomerKey([u8; uuid::fmt::Hyphenated::LENGTH]);
+
+impl std::ops::Deref for CustomerKey {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        // Written by `encode_lower`: hex digits and hyphens.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+/// The request's customer key in canonical form, if it is well-formed.
+fn customer_key(ctx: &RequestCtx) -> Option<CustomerKey> {
     let raw = ctx.query.get("customerKey")?;
     // Only the hyphenated 36-character form is a customer key.
-    if raw.len() != 36 {
+    if raw.len() != uuid::fmt::Hyphenated::LENGTH {
         return None;
     }
-    uuid::Uuid::try_parse(raw).ok().map(|u| {
-        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-        u.hyphenated().encode_lower(&mut text).to_owned()
-    })
+    let u = uuid::Uuid::try_parse(&raw).ok()?;
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    u.hyphenated().encode_lower(&mut text);
+    Some(CustomerKey(text))
 }
 
 /// Resolves the request's key to its organization, or 403.
-async fn organization(state: &AppState, ctx: &RequestCtx) -> Result<(String, i64), EnfError> {
+async fn organization(state: &AppState, ctx: &RequestCtx) -> Result<(CustomerKey, i64), EnfError> {
     let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
-    let k = key.clone();
     let org = state
         .store
-        .read(move |conn| resolve_customer_key(conn, &k))
+        .read(move |conn| resolve_customer_key(conn, &key))
         .await?
         .ok_or(EnfError::InvalidCredentials)?;
     Ok((key, org))
@@ -117,13 +133,18 @@ fn push_cloud_id(u: &uuid::Uuid, out: &mut String) {
     out.push_str(&t[19..]);
 }
 
+/// Length of the 202 answer's body.
+const ACCEPTED_BODY_LEN: usize = r#"{"id":""}"#.len() + uuid::fmt::Hyphenated::LENGTH;
+
 /// The 202 answer's body: `{"id":"<cloud id>"}`, in one buffer. The id holds only hex digits,
-/// commas and a hyphen: no JSON escaping needed.
+/// commas and a hyphen: no JSON escaping needed. The buffer's capacity is exactly its length:
+/// `Bytes` takes such a `Vec` over as it is, and any other costs it an allocation more.
 fn accepted_body(batch: &uuid::Uuid) -> Vec<u8> {
-    let mut body = String::with_capacity(uuid::fmt::Hyphenated::LENGTH + 10);
+    let mut body = String::with_capacity(ACCEPTED_BODY_LEN);
     body.push_str("{\"id\":\"");
     push_cloud_id(batch, &mut body);
     body.push_str("\"}");
+    debug_assert_eq!(body.len(), body.capacity());
     body.into_bytes()
 }
 
@@ -154,7 +175,7 @@ async fn post_events(
     // the database; a refused body still answers 403 first when the key is bad.
     let reputation = state.reputation.get();
     let check = move |body: &[u8]| {
-        validate_body(body).map(|events| {
+        validate_events(body).map(|(events, text)| {
             PreparedBatch::new(
                 events
                     .into_iter()
@@ -163,7 +184,7 @@ async fn post_events(
                         domain: e.domain,
                     })
                     .collect(),
-                events_text(body),
+                text,
             )
         })
     };
@@ -195,7 +216,7 @@ async fn post_events(
     // Under a new-domain budget, how many new domains a refused request would have added.
     let refused = allowance.map(|_| Arc::new(AtomicU64::new(0)));
     let refused_in_write = refused.clone();
-    let k = key.clone();
+    let k = key;
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
     // What the write was given travels back with its result, so that its memory is freed on this
     // thread, where it was allocated: freed on the writer's, it left this thread's allocator
@@ -300,7 +321,7 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
     let listing = match state.pages.get(&key, page, limit, version) {
         Some(hit) => hit,
         None => {
-            let k = key.clone();
+            let k = key;
             // One read transaction: the key and the page come from the same snapshot.
             let found = state
                 .store

@@ -186,7 +186,7 @@ mod tests {
         );
         RequestCtx {
             method: hyper::Method::POST,
-            query: crate::http::Query::parse(None),
+            query: crate::http::Query::default(),
             headers,
             tx_id: "test".into(),
         }

@@ -77,15 +77,15 @@ fn filter(ctx: &RequestCtx) -> Result<RoamingFilter, MgmtError> {
         ctx.query
             .get(name)
             .map(|v| {
-                query_time(v, round_up).ok_or_else(|| {
+                query_time(&v, round_up).ok_or_else(|| {
                     MgmtError::BadRequest(format!("{name} must be an RFC 3339 date-time"))
                 })
             })
             .transpose()
     };
     Ok(RoamingFilter {
-        name: ctx.query.get("name").map(str::to_string),
-        status: ctx.query.get("status").map(str::to_string),
+        name: ctx.query.get("name").map(std::borrow::Cow::into_owned),
+        status: ctx.query.get("status").map(std::borrow::Cow::into_owned),
         before: time("lastSyncBefore", true)?,
         after: time("lastSyncAfter", false)?,
     })

@@ -107,13 +107,36 @@ pub struct PreparedBatch {
     listed_json: String,
 }
 
+/// Appends `s` to `out` as a JSON string. A normalised name (letters, digits, hyphens and dots)
+/// needs no escapes and is copied as it is.
+fn push_json_string(out: &mut String, s: &str) {
+    if s.bytes()
+        .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
+    {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        // Strings always serialise.
+        out.push_str(&serde_json::to_string(s).unwrap_or_default());
+    }
+}
+
 impl PreparedBatch {
     /// `events_json` is the JSON array of the events as sent, one element per entry of `events`.
     pub fn new(events: Vec<PreparedEvent>, events_json: String) -> PreparedBatch {
-        let domains: Vec<&str> = events.iter().map(|e| e.domain.as_str()).collect();
-        // Serialized straight from the slices (a `serde_json::Value` in between cost as much as
-        // the rest of the request's validation). Strings and integers always serialize.
-        let domains_json = serde_json::to_string(&domains).unwrap_or_default();
+        // Written straight from the names (a `serde_json::Value` in between cost as much as the
+        // rest of the request's validation).
+        let mut domains_json =
+            String::with_capacity(events.iter().map(|e| e.domain.len() + 3).sum::<usize>() + 2);
+        domains_json.push('[');
+        for (i, e) in events.iter().enumerate() {
+            if i > 0 {
+                domains_json.push(',');
+            }
+            push_json_string(&mut domains_json, &e.domain);
+        }
+        domains_json.push(']');
         let mut listed_json = String::with_capacity(2 * events.len() + 1);
         listed_json.push('[');
         for (i, e) in events.iter().enumerate() {
