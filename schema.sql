@@ -1,4 +1,4 @@
--- Parasol's whole SQLite schema, as of schema version 3.
+-- Parasol's whole SQLite schema, as of schema version 4.
 -- src/store/migrate.rs applies it to a new database; a database of an earlier version is brought
 -- here by the scripts in src/store/upgrades/ instead (each shipped version's schema is kept there
 -- for the upgrade tests). Timestamps are integer seconds since the Unix epoch (UTC).
@@ -132,9 +132,15 @@ CREATE TABLE domain_counts (
 -- One row per accepted POST /1.0/events request, holding all its events: a request is stored and
 -- deleted whole, and a 1 MiB batch is one record instead of thousands of rows. The three arrays
 -- have one element per event, in the order sent (`SELECT value FROM json_each(events)`).
+--
+-- No index on `organization_id` and no foreign key: nothing reads an organization's requests by
+-- organization, and both would be written or checked with every request. When an organization
+-- is deleted, the trigger below records it in `event_purges`, and the server deletes its rows in
+-- the background, a range of ids at a time (src/store/purge.rs). Organization ids are never
+-- reused (AUTOINCREMENT), so a row still waiting for the purge is never taken for another's.
 CREATE TABLE event_batches (
     id              INTEGER PRIMARY KEY,
-    organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    organization_id INTEGER NOT NULL,    -- organizations(id), see above
     uuid            TEXT NOT NULL,       -- the id returned in the 202 body, hyphenated form
     received_at     INTEGER NOT NULL,
     event_count     INTEGER NOT NULL CHECK (event_count > 0),
@@ -142,7 +148,21 @@ CREATE TABLE event_batches (
     listed          TEXT NOT NULL,       -- JSON array: 1 if the acceptance checks listed it, else 0
     events          TEXT NOT NULL        -- JSON array: the events as sent, unknown fields included
 );
-CREATE INDEX event_batches_org ON event_batches(organization_id);
+
+-- Deleted organizations whose stored requests are still being deleted: those with ids up to
+-- `up_to` (the table's highest when the organization went; no later row can be its), of which
+-- those up to `done` are gone.
+CREATE TABLE event_purges (
+    organization_id INTEGER PRIMARY KEY,
+    up_to           INTEGER NOT NULL,
+    done            INTEGER NOT NULL DEFAULT 0
+);
+
+CREATE TRIGGER organizations_event_purges AFTER DELETE ON organizations
+BEGIN
+    INSERT INTO event_purges (organization_id, up_to)
+        VALUES (old.id, (SELECT coalesce(max(id), 0) FROM event_batches));
+END;
 
 -- The customer's allow list: wins over the domain list at enforcement time.
 CREATE TABLE allow_list (

@@ -24,7 +24,7 @@ use crate::error::{EnfError, MgmtError};
 use crate::http::{Body, Query};
 use crate::reputation::ReputationHandle;
 use crate::router::{self, Interface, Route, RouteError};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 use crate::transport::Transport;
 
 /// Shared state of a running server.
@@ -158,6 +158,7 @@ pub async fn run(
     log::info!("parasol ready: serving {url}");
 
     let sentinel = tokio::spawn(timer_sentinel());
+    let purger = tokio::spawn(purge_events(store.clone()));
     tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
@@ -202,6 +203,7 @@ pub async fn run(
         log::warn!("some connections were still open after {grace:?}; closing them");
     }
     sentinel.abort();
+    purger.abort();
     drop(state);
     tokio::task::spawn_blocking(move || store.close())
         .await
@@ -274,6 +276,36 @@ impl Hangup {
 async fn timer_sentinel() {
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+/// How often the server looks for deleted organizations whose stored requests are still to be
+/// deleted (`store::purge`).
+const PURGE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Deletes deleted organizations' stored requests in the background, one range after another
+/// (the other writes queue between them) until none are left, then looks again every
+/// `PURGE_POLL`.
+async fn purge_events(store: Store) {
+    let mut deleted = 0;
+    loop {
+        match store.purge_step().await {
+            Ok(Some(step)) => {
+                deleted += step.deleted;
+                if step.finished {
+                    log::info!(
+                        "deleted the {deleted} stored requests of deleted organization {}",
+                        step.organization_id
+                    );
+                    deleted = 0;
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(StoreError::Closed) => return,
+            Err(e) => log::error!("deleting a deleted organization's stored requests: {e}"),
+        }
+        tokio::time::sleep(PURGE_POLL).await;
     }
 }
 

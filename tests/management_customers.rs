@@ -388,7 +388,14 @@ async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
         .unwrap();
     let events = format!("/1.0/events?customerKey={key}");
     let batch: Vec<Value> = (0..20).map(|i| event(&format!("d{i}.example"))).collect();
-    assert_eq!(s.post_json(&events, &json!(batch)).await.status, 202);
+    // Another customer's requests before, between and after the doomed one's.
+    let (other, other_key) = s.create_org("other");
+    let other_events = format!("/1.0/events?customerKey={other_key}");
+    for _ in 0..2 {
+        let r = s.post_json(&other_events, &event("kept.example")).await;
+        assert_eq!(r.status, 202);
+        assert_eq!(s.post_json(&events, &json!(batch)).await.status, 202);
+    }
     // An organization credential of the customer, too.
     let (okey, osecret) = parasol::demo::issue_credential(
         &s.db(),
@@ -428,8 +435,31 @@ async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
         )
         .await;
     assert_eq!(r.status, 401);
-    // Nothing of the organization is left.
+    // Nothing of the organization is left: its stored requests once the server's background
+    // purge has deleted them (`store::purge`), the rest at once.
+    let r = s.post_json(&other_events, &event("kept.example")).await;
+    assert_eq!(r.status, 202);
     let db = s.db();
+    let purged = || -> bool {
+        db.query_row("SELECT count(*) FROM event_purges", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .unwrap()
+            == 0
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !purged() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the deleted customer's requests were never purged"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        parasol::store::domains::event_count(&db, other).unwrap(),
+        3,
+        "another customer's requests are kept"
+    );
     for table in [
         "domains",
         "event_batches",

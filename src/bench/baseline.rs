@@ -177,7 +177,6 @@ fn ceiling_db(path: &Path) -> Result<rusqlite::Connection, String> {
         "CREATE TABLE event_batches (id INTEGER PRIMARY KEY, organization_id INTEGER NOT NULL,
              uuid TEXT NOT NULL, received_at INTEGER NOT NULL, event_count INTEGER NOT NULL,
              domains TEXT NOT NULL, listed TEXT NOT NULL, events TEXT NOT NULL);
-         CREATE INDEX event_batches_org ON event_batches(organization_id);
          CREATE TABLE domains (id INTEGER PRIMARY KEY,
              organization_id INTEGER NOT NULL, name TEXT NOT NULL, seq INTEGER NOT NULL,
              created_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL,

@@ -13,6 +13,7 @@ const SCHEMA: &str = include_str!("../../schema.sql");
 const UPGRADES: &[&str] = &[
     include_str!("upgrades/2-events-per-request.sql"),
     include_str!("upgrades/3-list-counters.sql"),
+    include_str!("upgrades/4-event-purges.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -242,9 +243,10 @@ mod tests {
         migrate(&mut fresh).unwrap();
         let (upgraded, new) = (shape(&c), shape(&fresh));
         assert!(new.iter().any(|l| l.starts_with("event_batches: ")));
+        assert!(!new.iter().any(|l| l.starts_with("event_batches/")));
         assert!(new
             .iter()
-            .any(|l| l.starts_with("event_batches/event_batches_org: ")));
+            .any(|l| l == "organizations_event_purges on organizations"));
         assert!(new.iter().any(|l| l == "domains_id_floor on domains"));
         assert!(new.iter().any(|l| l == "sites: autoincrement yes"));
         assert_eq!(upgraded, new);
@@ -320,5 +322,69 @@ mod tests {
         let mut fresh = Connection::open_in_memory().unwrap();
         migrate(&mut fresh).unwrap();
         assert_eq!(shape(&c), shape(&fresh));
+    }
+
+    /// Version 3 -> 4: the stored requests keep their ids and contents, lose the index and the
+    /// foreign key, and a deleted organization's requests wait for the purge (a cascade from
+    /// the service provider included) instead of going with it.
+    #[test]
+    fn version_3_database_is_upgraded_with_its_events() {
+        let mut c = database_of_version(3, include_str!("upgrades/schema-3.sql"));
+        c.execute_batch(
+            "INSERT INTO service_providers (id, name, package_id, seats_total, created_at)
+                 VALUES (1, 'sp', 1, 10, 0);
+             INSERT INTO organizations (id, name, service_provider_id, created_at, modified_at)
+                 VALUES (7, 'o7', 1, 0, 0), (9, 'o9', NULL, 0, 0);
+             INSERT INTO event_batches
+                 (id, organization_id, uuid, received_at, event_count, domains, listed, events)
+             VALUES (3, 9, 'a', 1, 1, '[\"a.example\"]', '[1]', '[{}]'),
+                    (4, 7, 'b', 2, 2, '[\"b.example\",\"c.example\"]', '[1,0]', '[{},{}]'),
+                    (8, 9, 'c', 3, 1, '[\"d.example\"]', '[0]', '[{}]');",
+        )
+        .unwrap();
+
+        migrate(&mut c).unwrap();
+
+        assert_eq!(user_version(&c), SCHEMA_VERSION);
+        let rows = |c: &Connection| -> Vec<(i64, i64, String, i64, String)> {
+            c.prepare(
+                "SELECT id, organization_id, uuid, event_count, domains FROM event_batches
+                 ORDER BY id",
+            )
+            .unwrap()
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap()
+        };
+        assert_eq!(
+            rows(&c),
+            vec![
+                (3, 9, "a".into(), 1, r#"["a.example"]"#.into()),
+                (4, 7, "b".into(), 2, r#"["b.example","c.example"]"#.into()),
+                (8, 9, "c".into(), 1, r#"["d.example"]"#.into()),
+            ]
+        );
+        let mut fresh = Connection::open_in_memory().unwrap();
+        migrate(&mut fresh).unwrap();
+        let (upgraded, new) = (shape(&c), shape(&fresh));
+        assert!(!new.iter().any(|l| l.starts_with("event_batches/")));
+        assert!(!new
+            .iter()
+            .any(|l| l.starts_with("event_batches: ") && l.contains("organizations")));
+        assert_eq!(upgraded, new);
+
+        // The service provider's cascade deletes organization 7; its request waits for the
+        // purge, which then deletes it and nothing else.
+        c.execute("DELETE FROM service_providers WHERE id = 1", [])
+            .unwrap();
+        assert_eq!(crate::store::domains::event_count(&c, 7).unwrap(), 2);
+        let step = crate::store::purge::step(&c, 100).unwrap().unwrap();
+        assert_eq!((step.organization_id, step.deleted), (7, 1));
+        assert!(step.finished);
+        assert_eq!(crate::store::purge::step(&c, 100).unwrap(), None);
+        assert_eq!(rows(&c).iter().map(|r| r.0).collect::<Vec<_>>(), vec![3, 8]);
     }
 }

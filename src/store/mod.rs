@@ -9,6 +9,7 @@ pub mod devices;
 pub mod domains;
 pub mod internal_networks;
 pub mod migrate;
+pub mod purge;
 pub mod resources;
 pub mod sites;
 pub mod tenants;
@@ -383,6 +384,20 @@ impl Store {
             .ok_or(StoreError::Closed)?;
         sender.send(job).await.map_err(|_| StoreError::Closed)?;
         rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    /// Deletes the next range of a deleted organization's stored requests (`purge::step`), if
+    /// any are waiting: looked for on a read connection first, so that finding none takes no
+    /// write lock. The step runs as a write of its own, at the bulk writes' lower priority.
+    pub async fn purge_step(&self) -> Result<Option<purge::Step>> {
+        if !self.read(purge::pending).await? {
+            return Ok(None);
+        }
+        // It changes nothing the writer's cache holds.
+        self.write_events(WriteMode::Alone, |conn, _cache| {
+            purge::step(conn, purge::STEP_IDS)
+        })
+        .await
     }
 
     /// Runs `f` on a read connection in one read transaction (a consistent snapshot), off the
