@@ -46,12 +46,8 @@ pub fn percent_decode(s: &str) -> Option<String> {
     decode(s, false).map(Cow::into_owned)
 }
 
-/// Decodes a query-string component: `%XX` escapes and `+` as a space.
-pub fn query_decode(s: &str) -> Option<String> {
-    decode(s, true).map(Cow::into_owned)
-}
-
-/// Decodes `s`, borrowing it when it holds nothing to decode.
+/// Decodes `s` (with `plus_is_space`, a query-string component: `+` is a space), borrowing it
+/// when it holds nothing to decode. `None` as for `percent_decode`.
 fn decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
     if !s.bytes().any(|c| c == b'%' || plus_is_space && c == b'+') {
         return Some(Cow::Borrowed(s));
@@ -170,7 +166,7 @@ mod tests {
         assert_eq!(percent_decode("a%20b%2Fc").as_deref(), Some("a b/c"));
         assert_eq!(percent_decode("b%C3%BCcher").as_deref(), Some("bücher"));
         assert_eq!(percent_decode("a+b").as_deref(), Some("a+b"));
-        assert_eq!(query_decode("a+b").as_deref(), Some("a b"));
+        assert_eq!(decode("a+b", true).as_deref(), Some("a b"));
         assert_eq!(percent_decode("%"), None);
         assert_eq!(percent_decode("%4"), None);
         assert_eq!(percent_decode("%zz"), None);

@@ -216,14 +216,13 @@ async fn post_events(
     // Under a new-domain budget, how many new domains a refused request would have added.
     let refused = allowance.map(|_| Arc::new(AtomicU64::new(0)));
     let refused_in_write = refused.clone();
-    let k = key;
     // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
     // What the write was given travels back with its result, so that its memory is freed on this
     // thread, where it was allocated: freed on the writer's, it left this thread's allocator
     // cache empty, and every request's allocations took the allocator's slow path.
     let write = move |conn: &rusqlite::Connection, cache: &mut WriterCache| {
-        let Some(org) = cache.organization_of_key(conn, &k)? else {
-            return Ok((None, (prepared, k)));
+        let Some(org) = cache.organization_of_key(conn, &key)? else {
+            return Ok((None, prepared));
         };
         let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
         let batch_text = batch.hyphenated().encode_lower(&mut text);
@@ -236,7 +235,7 @@ async fn post_events(
                 }
                 Err(StoreError::Aborted(format!("{added} new domains")))
             }
-            _ => Ok((Some(added), (prepared, k))),
+            _ => Ok((Some(added), prepared)),
         }
     };
     let mode = if n_events >= ALONE_EVENTS {
@@ -321,12 +320,11 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
     let listing = match state.pages.get(&key, page, limit, version) {
         Some(hit) => hit,
         None => {
-            let k = key;
             // One read transaction: the key and the page come from the same snapshot.
             let found = state
                 .store
                 .read_short(move |conn| {
-                    let Some(org) = resolve_customer_key(conn, &k)? else {
+                    let Some(org) = resolve_customer_key(conn, &key)? else {
                         return Ok(None);
                     };
                     Ok(Some(domains::list_page(conn, org, page, limit)?))
