@@ -287,17 +287,23 @@ const PURGE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// (the other writes queue between them) until none are left, then looks again every
 /// `PURGE_POLL`.
 async fn purge_events(store: Store) {
-    let mut deleted = 0;
+    // The organization being purged and its rows deleted so far, for the log. (The steps take the
+    // lowest pending organization id: one deleted meanwhile may come first.)
+    let mut current = (0, 0);
     loop {
         match store.purge_step().await {
             Ok(Some(step)) => {
-                deleted += step.deleted;
+                if current.0 != step.organization_id {
+                    current = (step.organization_id, 0);
+                }
+                current.1 += step.deleted;
                 if step.finished {
                     log::info!(
-                        "deleted the {deleted} stored requests of deleted organization {}",
+                        "deleted the {} stored requests of deleted organization {}",
+                        current.1,
                         step.organization_id
                     );
-                    deleted = 0;
+                    current = (0, 0);
                 }
                 continue;
             }

@@ -101,13 +101,8 @@ const OPTIONAL: &[(&str, Alt)] = &[
     ("src", None),
 ];
 
-/// Validates a request body. All or nothing: any bad element refuses the whole body.
-pub fn validate_body(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
-    validate_events(body).map(|(events, _)| events)
-}
-
-/// Validates a request body (as `validate_body`) and gives its events as the text to store
-/// (`events_text`).
+/// Validates a request body and gives its events with their text to store (`events_text`). All
+/// or nothing: any bad element refuses the whole body.
 pub fn validate_events(body: &[u8]) -> Result<(Vec<ValidEvent>, String), EventsError> {
     let text = std::str::from_utf8(body);
     let events = match text.ok().and_then(fast::validate) {
@@ -429,6 +424,11 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
+
+    /// The events `validate_events` gives for a body.
+    fn validate_body(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
+        validate_events(body).map(|(events, _)| events)
+    }
 
     fn good() -> Value {
         json!({

@@ -156,6 +156,13 @@ mod tests {
         out
     }
 
+    /// The shape of a new database.
+    fn new_shape() -> Vec<String> {
+        let mut fresh = Connection::open_in_memory().unwrap();
+        migrate(&mut fresh).unwrap();
+        shape(&fresh)
+    }
+
     fn user_version(c: &Connection) -> i64 {
         c.query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap()
@@ -239,9 +246,7 @@ mod tests {
         assert_eq!(fk, 0);
 
         // The upgraded database has exactly the schema of a new one.
-        let mut fresh = Connection::open_in_memory().unwrap();
-        migrate(&mut fresh).unwrap();
-        let (upgraded, new) = (shape(&c), shape(&fresh));
+        let (upgraded, new) = (shape(&c), new_shape());
         assert!(new.iter().any(|l| l.starts_with("event_batches: ")));
         assert!(!new.iter().any(|l| l.starts_with("event_batches/")));
         assert!(new
@@ -319,9 +324,7 @@ mod tests {
         let (page, _) = crate::store::domains::list_page(&c, 7, 1, 200).unwrap();
         assert_eq!(page[2].id, 4);
 
-        let mut fresh = Connection::open_in_memory().unwrap();
-        migrate(&mut fresh).unwrap();
-        assert_eq!(shape(&c), shape(&fresh));
+        assert_eq!(shape(&c), new_shape());
     }
 
     /// Version 3 -> 4: the stored requests keep their ids and contents, lose the index and the
@@ -367,9 +370,7 @@ mod tests {
                 (8, 9, "c".into(), 1, r#"["d.example"]"#.into()),
             ]
         );
-        let mut fresh = Connection::open_in_memory().unwrap();
-        migrate(&mut fresh).unwrap();
-        let (upgraded, new) = (shape(&c), shape(&fresh));
+        let (upgraded, new) = (shape(&c), new_shape());
         assert!(!new.iter().any(|l| l.starts_with("event_batches/")));
         assert!(!new
             .iter()
