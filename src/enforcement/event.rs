@@ -288,134 +288,319 @@ fn validate_event(
 }
 
 /// The fast path for what clients send nearly always: events whose fields all use the canonical
-/// spelling and the right types and pass every check. Such a body is read in one pass straight
-/// into typed fields (no JSON tree, no map and no copy of the text per event). Any doubt (an
-/// alternative spelling, a wrong type, a failed check, anything unusual) answers `None` and the
-/// general validator decides, with its error messages. Both accept exactly the same bodies.
+/// spelling and the right types and pass every check. Such a body is read in one pass by a small
+/// scanner straight into borrowed fields (no JSON tree, no map, no copy of the text per event).
+/// Any doubt (an alternative spelling, a wrong type, a failed check, an escape in a string, a
+/// repeated field, a number with an exponent, deep nesting, anything unusual) answers `None` and
+/// the general validator decides, with its error messages. Both accept exactly the same bodies.
 mod fast {
-    use std::borrow::Cow;
-
-    use serde::Deserialize;
-    use serde_json::value::RawValue;
-
     use super::ValidEvent;
     use crate::enforcement::domain;
 
-    #[derive(Deserialize)]
-    struct Event<'a> {
-        #[serde(borrow, rename = "deviceId")]
-        device_id: Cow<'a, str>,
-        #[serde(borrow, rename = "deviceVersion")]
-        device_version: Cow<'a, str>,
-        #[serde(borrow, rename = "eventTime")]
-        event_time: Cow<'a, str>,
-        #[serde(borrow, rename = "alertTime")]
-        alert_time: Cow<'a, str>,
-        #[serde(borrow, rename = "dstDomain")]
-        dst_domain: Cow<'a, str>,
-        #[serde(borrow, rename = "dstUrl")]
-        dst_url: Cow<'a, str>,
-        #[serde(borrow, rename = "protocolVersion")]
-        protocol_version: Cow<'a, str>,
-        #[serde(borrow, rename = "providerName")]
-        provider_name: Cow<'a, str>,
-        #[serde(borrow, default, rename = "dstIp")]
-        dst_ip: Option<Cow<'a, str>>,
-        // The other optional fields need only be strings (or null).
-        #[serde(borrow, default, rename = "eventSeverity")]
-        _severity: Option<Cow<'a, str>>,
-        #[serde(borrow, default, rename = "eventType")]
-        _type: Option<Cow<'a, str>>,
-        #[serde(borrow, default, rename = "eventDescription")]
-        _description: Option<Cow<'a, str>>,
-        #[serde(borrow, default, rename = "eventHash")]
-        _hash: Option<Cow<'a, str>>,
-        #[serde(borrow, default, rename = "fileName")]
-        _file_name: Option<Cow<'a, str>>,
-        #[serde(borrow, default, rename = "fileHash")]
-        _file_hash: Option<Cow<'a, str>>,
-        #[serde(borrow, default, rename = "externalUrl")]
-        _external_url: Option<Cow<'a, str>>,
-        #[serde(borrow, default, rename = "src")]
-        _src: Option<Cow<'a, str>>,
-        #[serde(default, rename = "disableDstSafeguards")]
-        disable: Option<bool>,
-        // Alternative spellings: their presence sends the body to the general validator.
-        #[serde(borrow, default, rename = "deviceID")]
-        alt1: Option<&'a RawValue>,
-        #[serde(borrow, default, rename = "dstURL")]
-        alt2: Option<&'a RawValue>,
-        #[serde(borrow, default, rename = "dstIP")]
-        alt3: Option<&'a RawValue>,
-        #[serde(borrow, default, rename = "externalURL")]
-        alt4: Option<&'a RawValue>,
+    /// The fields the fast path reads, by slot: the eight required strings, then the optional
+    /// strings, then the flag.
+    const DEVICE_ID: usize = 0;
+    const DEVICE_VERSION: usize = 1;
+    const EVENT_TIME: usize = 2;
+    const ALERT_TIME: usize = 3;
+    const DST_DOMAIN: usize = 4;
+    const DST_URL: usize = 5;
+    const PROTOCOL_VERSION: usize = 6;
+    const PROVIDER_NAME: usize = 7;
+    const DST_IP: usize = 8;
+    const REQUIRED_FIELDS: usize = 8;
+    /// Optional string fields other than `dstIp` share one slot each for the repeat check.
+    const OTHER_STRINGS: usize = 9;
+    const DISABLE: usize = 17;
+    /// Nesting of an unknown field's value beyond which the general validator decides.
+    const MAX_DEPTH: u32 = 16;
+
+    /// What a key means to the fast path.
+    enum Key {
+        /// A string field (`null` allowed when optional), by slot.
+        Str(usize),
+        /// `disableDstSafeguards`: a boolean or `null`.
+        Flag,
+        /// An alternative spelling: the general validator handles both spellings.
+        Alt,
+        /// Anything else: any JSON value, kept as sent.
+        Unknown,
     }
 
-    fn check(e: Event) -> Option<ValidEvent> {
-        let ok = e.alt1.is_none()
-            && e.alt2.is_none()
-            && e.alt3.is_none()
-            && e.alt4.is_none()
-            && !e.device_id.is_empty()
-            && !e.device_version.is_empty()
-            && crate::timefmt::parse_rfc3339(&e.event_time).is_some()
-            && crate::timefmt::parse_rfc3339(&e.alert_time).is_some()
-            && !e.dst_url.is_empty()
-            && !e.dst_url.chars().any(char::is_control)
-            && e.protocol_version == "1.0a"
-            && e.provider_name == "Security Platform"
-            && e.dst_ip
-                .as_ref()
-                .is_none_or(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok());
+    fn key(k: &str) -> Key {
+        match k {
+            "deviceId" => Key::Str(DEVICE_ID),
+            "deviceVersion" => Key::Str(DEVICE_VERSION),
+            "eventTime" => Key::Str(EVENT_TIME),
+            "alertTime" => Key::Str(ALERT_TIME),
+            "dstDomain" => Key::Str(DST_DOMAIN),
+            "dstUrl" => Key::Str(DST_URL),
+            "protocolVersion" => Key::Str(PROTOCOL_VERSION),
+            "providerName" => Key::Str(PROVIDER_NAME),
+            "dstIp" => Key::Str(DST_IP),
+            "eventSeverity" => Key::Str(OTHER_STRINGS),
+            "eventType" => Key::Str(OTHER_STRINGS + 1),
+            "eventDescription" => Key::Str(OTHER_STRINGS + 2),
+            "eventHash" => Key::Str(OTHER_STRINGS + 3),
+            "fileName" => Key::Str(OTHER_STRINGS + 4),
+            "fileHash" => Key::Str(OTHER_STRINGS + 5),
+            "externalUrl" => Key::Str(OTHER_STRINGS + 6),
+            "src" => Key::Str(OTHER_STRINGS + 7),
+            "disableDstSafeguards" => Key::Flag,
+            "deviceID" | "dstURL" | "dstIP" | "externalURL" => Key::Alt,
+            _ => Key::Unknown,
+        }
+    }
+
+    /// The length of the plain string text at the start of `b` (up to its closing quote), or
+    /// `None` if an escape, a control character or the end of the input comes first. Eight bytes
+    /// at a time: in each word, the flag of the first byte that is a quote, a backslash or below
+    /// 0x20 is exact (a borrow only runs toward higher bytes).
+    #[inline(always)]
+    pub(super) fn plain_len(b: &[u8]) -> Option<usize> {
+        const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+        const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
+        let special = |x: u64| {
+            let q = x ^ (ONES * u64::from(b'"'));
+            let s = x ^ (ONES * u64::from(b'\\'));
+            (q.wrapping_sub(ONES) & !q
+                | s.wrapping_sub(ONES) & !s
+                | x.wrapping_sub(ONES * 0x20) & !x)
+                & HIGH
+        };
+        let mut i = 0;
+        while let Some(word) = b.get(i..i + 8) {
+            let m = special(u64::from_le_bytes(word.try_into().ok()?));
+            if m != 0 {
+                i += (m.trailing_zeros() / 8) as usize;
+                return (b[i] == b'"').then_some(i);
+            }
+            i += 8;
+        }
+        let n = b[i..]
+            .iter()
+            .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        (b[i + n] == b'"').then_some(i + n)
+    }
+
+    struct Scanner<'a> {
+        text: &'a str,
+        i: usize,
+    }
+
+    impl<'a> Scanner<'a> {
+        /// The next byte after JSON whitespace, not consumed.
+        #[inline(always)]
+        fn peek(&mut self) -> Option<u8> {
+            let b = self.text.as_bytes();
+            while let Some(&c) = b.get(self.i) {
+                if !matches!(c, b' ' | b'\t' | b'\n' | b'\r') {
+                    return Some(c);
+                }
+                self.i += 1;
+            }
+            None
+        }
+
+        /// Consumes `c` after whitespace.
+        #[inline(always)]
+        fn eat(&mut self, c: u8) -> Option<()> {
+            if self.text.as_bytes().get(self.i) != Some(&c) && self.peek()? != c {
+                return None;
+            }
+            self.i += 1;
+            Some(())
+        }
+
+        /// A string without escapes, its quotes consumed.
+        #[inline(always)]
+        fn string(&mut self) -> Option<&'a str> {
+            self.eat(b'"')?;
+            let start = self.i;
+            let n = plain_len(&self.text.as_bytes()[start..])?;
+            self.i = start + n + 1;
+            // Both ends are next to an ASCII quote: character boundaries.
+            self.text.get(start..start + n)
+        }
+
+        /// `word` exactly (a literal's first letter already seen).
+        fn literal(&mut self, word: &str) -> Option<()> {
+            let end = self.i + word.len();
+            (self.text.as_bytes().get(self.i..end)? == word.as_bytes()).then(|| self.i = end)
+        }
+
+        /// A string, or `null` as `None`.
+        #[inline(always)]
+        fn string_or_null(&mut self) -> Option<Option<&'a str>> {
+            match self.peek()? {
+                b'"' => self.string().map(Some),
+                b'n' => self.literal("null").map(|()| None),
+                _ => None,
+            }
+        }
+
+        /// A number of the plain forms that every JSON reader takes: an integer of up to 18
+        /// digits, optionally with up to 18 decimals (no exponent: `1e400` is out of range for
+        /// the general validator's reader).
+        fn number(&mut self) -> Option<()> {
+            let b = self.text.as_bytes();
+            if b.get(self.i) == Some(&b'-') {
+                self.i += 1;
+            }
+            let digits = |i: &mut usize| {
+                let start = *i;
+                while b.get(*i).is_some_and(u8::is_ascii_digit) {
+                    *i += 1;
+                }
+                *i - start
+            };
+            let first = *b.get(self.i)?;
+            let n = digits(&mut self.i);
+            if n == 0 || n > 18 || (first == b'0' && n > 1) {
+                return None;
+            }
+            if b.get(self.i) == Some(&b'.') {
+                self.i += 1;
+                let n = digits(&mut self.i);
+                if n == 0 || n > 18 {
+                    return None;
+                }
+            }
+            Some(())
+        }
+
+        /// Any JSON value, checked and passed over (an unknown field's).
+        fn skip_value(&mut self, depth: u32) -> Option<()> {
+            match self.peek()? {
+                b'"' => self.string().map(drop),
+                b't' => self.literal("true"),
+                b'f' => self.literal("false"),
+                b'n' => self.literal("null"),
+                b'-' | b'0'..=b'9' => self.number(),
+                open @ (b'[' | b'{') if depth < MAX_DEPTH => {
+                    let close = if open == b'[' { b']' } else { b'}' };
+                    self.i += 1;
+                    if self.peek()? == close {
+                        self.i += 1;
+                        return Some(());
+                    }
+                    loop {
+                        if open == b'{' {
+                            self.string()?;
+                            self.eat(b':')?;
+                        }
+                        self.skip_value(depth + 1)?;
+                        match self.peek()? {
+                            b',' => self.i += 1,
+                            c if c == close => {
+                                self.i += 1;
+                                return Some(());
+                            }
+                            _ => return None,
+                        }
+                    }
+                }
+                _ => None,
+            }
+        }
+
+        /// One event object, checked.
+        fn event(&mut self) -> Option<ValidEvent> {
+            self.eat(b'{')?;
+            let mut fields: [Option<&'a str>; DISABLE] = [None; DISABLE];
+            let mut seen = 0u32;
+            let mut disable = false;
+            loop {
+                let k = self.string()?;
+                self.eat(b':')?;
+                match key(k) {
+                    Key::Str(slot) => {
+                        // A field sent twice is left to the general validator.
+                        if seen & 1 << slot != 0 {
+                            return None;
+                        }
+                        seen |= 1 << slot;
+                        // `null` leaves a required field missing: refused, by the general path.
+                        fields[slot] = self.string_or_null()?;
+                    }
+                    Key::Flag => {
+                        if seen & 1 << DISABLE != 0 {
+                            return None;
+                        }
+                        seen |= 1 << DISABLE;
+                        disable = match self.peek()? {
+                            b't' => self.literal("true").map(|()| true)?,
+                            b'f' => self.literal("false").map(|()| false)?,
+                            b'n' => self.literal("null").map(|()| false)?,
+                            _ => return None,
+                        };
+                    }
+                    Key::Alt => return None,
+                    Key::Unknown => self.skip_value(0)?,
+                }
+                match self.peek()? {
+                    b',' => self.i += 1,
+                    b'}' => {
+                        self.i += 1;
+                        break;
+                    }
+                    _ => return None,
+                }
+            }
+            // Every required field sent, and not as `null`.
+            if fields[..REQUIRED_FIELDS].iter().any(Option::is_none) {
+                return None;
+            }
+            check(&fields, disable)
+        }
+    }
+
+    /// The checks of the general validator on a fully read event (all required fields present).
+    fn check(f: &[Option<&str>], disable_safeguards: bool) -> Option<ValidEvent> {
+        let s = |slot: usize| f[slot].unwrap_or_default();
+        let url = s(DST_URL);
+        let ok = !s(DEVICE_ID).is_empty()
+            && !s(DEVICE_VERSION).is_empty()
+            && crate::timefmt::parse_rfc3339(s(EVENT_TIME)).is_some()
+            && crate::timefmt::parse_rfc3339(s(ALERT_TIME)).is_some()
+            && !url.is_empty()
+            && !url.chars().any(char::is_control)
+            && s(PROTOCOL_VERSION) == "1.0a"
+            && s(PROVIDER_NAME) == "Security Platform"
+            && f[DST_IP].is_none_or(|ip| ip.parse::<std::net::Ipv4Addr>().is_ok());
         if !ok {
             return None;
         }
         Some(ValidEvent {
-            domain: domain::normalize(&e.dst_domain).ok()?,
-            disable_safeguards: e.disable.unwrap_or(false),
+            domain: domain::normalize(s(DST_DOMAIN)).ok()?,
+            disable_safeguards,
         })
     }
 
-    /// An array of events, each checked as soon as it is read (so that a batch never exists as
-    /// thousands of parsed `Event`s at once); the first declined one stops the parse.
-    struct Checked(Vec<ValidEvent>);
-
-    impl<'de> Deserialize<'de> for Checked {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Checked, D::Error> {
-            struct Elements;
-            impl<'de> serde::de::Visitor<'de> for Elements {
-                type Value = Checked;
-
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("an array of events")
-                }
-
-                fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                    self,
-                    mut seq: A,
-                ) -> Result<Checked, A::Error> {
-                    let mut out = Vec::new();
-                    while let Some(e) = seq.next_element::<Event<'de>>()? {
-                        let valid = check(e)
-                            .ok_or_else(|| serde::de::Error::custom("left to the general path"))?;
-                        out.push(valid);
-                    }
-                    Ok(Checked(out))
-                }
-            }
-            d.deserialize_seq(Elements)
-        }
-    }
-
     pub(super) fn validate(text: &str) -> Option<Vec<ValidEvent>> {
-        match text.trim_start().as_bytes().first()? {
+        let mut s = Scanner { text, i: 0 };
+        let events = match s.peek()? {
             b'[' => {
-                let Checked(events) = serde_json::from_str(text).ok()?;
-                (!events.is_empty()).then_some(events)
+                s.i += 1;
+                let mut out = Vec::new();
+                loop {
+                    out.push(s.event()?);
+                    match s.peek()? {
+                        b',' => s.i += 1,
+                        b']' => {
+                            s.i += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+                out
             }
-            b'{' => Some(vec![check(serde_json::from_str(text).ok()?)?]),
-            _ => None,
-        }
+            b'{' => vec![s.event()?],
+            _ => return None,
+        };
+        // Nothing but whitespace may follow.
+        s.peek().is_none().then_some(events)
     }
 }
 
@@ -453,16 +638,36 @@ mod tests {
         }
     }
 
+    /// Panics unless the fast path's answer agrees with the general validator's: whatever the
+    /// fast path accepts, the general validator accepts with the same events. True if the fast
+    /// path took the body itself.
+    fn agree(body: &str) -> bool {
+        let fast = fast::validate(body);
+        let slow = validate_slow(body.as_bytes());
+        match (&fast, &slow) {
+            (Some(f), Ok(s)) => {
+                assert_eq!(f, s, "{body}");
+                true
+            }
+            (Some(_), Err(e)) => panic!("fast path accepted what is refused: {body}: {e:?}"),
+            (None, _) => false,
+        }
+    }
+
     /// The fast path and the general validator agree on what they accept and what they make of
-    /// it.
+    /// it, and the fast path takes the plain good bodies itself.
     #[test]
     fn fast_path_agrees_with_the_general_validator() {
         let mut cases = vec![good()];
         let mut v = good();
-        v["vendorExtra"] = json!({"x": [1, 2]});
+        v["vendorExtra"] = json!({"x": [1, -2.5, true, false, null, {}, [], "\u{e9}"]});
         v["dstIp"] = json!("192.0.2.1");
         v["disableDstSafeguards"] = json!(true);
         v["eventType"] = Value::Null;
+        cases.push(v);
+        let mut v = good();
+        v["disableDstSafeguards"] = Value::Null;
+        v["fileName"] = json!("r\u{e9}sum\u{e9}.pdf");
         cases.push(v);
         for (field, bad) in [
             ("dstIp", json!("300.1.1.1")),
@@ -473,38 +678,104 @@ mod tests {
             ("dstDomain", json!("not a domain")),
             ("eventTime", json!("yesterday")),
             ("dstUrl", json!("a\u{1}b")),
+            ("dstUrl", json!("a\u{7f}b")),
             ("providerName", json!("Other")),
             ("disableDstSafeguards", json!("yes")),
             ("deviceId", Value::Null),
             ("deviceVersion", json!("")),
+            ("vendorExtra", json!(1e300)),
         ] {
             let mut v = good();
             v[field] = bad;
             cases.push(v);
         }
         for v in &cases {
-            for body in [v.to_string(), json!([v, good()]).to_string()] {
-                let fast = fast::validate(&body);
-                let slow = validate_slow(body.as_bytes());
-                match (&fast, &slow) {
-                    (Some(f), Ok(s)) => {
-                        assert_eq!(f.len(), s.len());
-                        for (a, b) in f.iter().zip(s) {
-                            assert_eq!(
-                                (&a.domain, a.disable_safeguards),
-                                (&b.domain, b.disable_safeguards)
-                            );
-                        }
-                    }
-                    (Some(_), Err(e)) => {
-                        panic!("fast path accepted what is refused: {body}: {e:?}")
-                    }
-                    (None, _) => assert!(
-                        slow.is_err() || v.get("deviceID").is_some() || v["eventType"].is_null(),
-                        "fast path declined a plain good body: {body}"
-                    ),
-                }
+            let plain = v.get("deviceID").is_none() && v.get("vendorExtra") != Some(&json!(1e300));
+            for body in [
+                v.to_string(),
+                serde_json::to_string_pretty(v).unwrap(),
+                json!([v, good()]).to_string(),
+                serde_json::to_string_pretty(&json!([v, good()])).unwrap(),
+            ] {
+                let took = agree(&body);
+                let refused = validate_slow(body.as_bytes()).is_err();
+                assert_eq!(took, plain && !refused, "{body}");
             }
+        }
+    }
+
+    /// Texts the fast path leaves to the general validator, which decides either way.
+    #[test]
+    fn the_fast_path_declines_anything_unusual() {
+        let base = good().to_string();
+        let with = |extra: &str| format!("{{{extra},{}", &base[1..]);
+        let deep = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let cases = [
+            // Accepted by the general validator.
+            (base.replace("http://", "http:\\/\\/"), true),
+            (with("\"dstDomain\":\"other.example\""), true),
+            (with("\"v\\u00e9ndor\":1"), true),
+            (with("\"vendorExtra\":1e5"), true),
+            (with("\"vendorExtra\":12345678901234567890123"), true),
+            (with("\"vendorExtra\":0.1234567890123456789012"), true),
+            (with(&format!("\"vendorExtra\":{}", deep(20))), true),
+            (with("\"vendorExtra\":\"tab\\there\""), true),
+            (with("\"dstIP\":\"192.0.2.1\""), true),
+            // Refused by it.
+            (with("\"vendorExtra\":1e400"), false),
+            (with("\"vendorExtra\":01"), false),
+            (with("\"vendorExtra\":-"), false),
+            (with("\"vendorExtra\":1."), false),
+            (with("\"vendorExtra\":tru"), false),
+            (with("\"vendorExtra\":nul"), false),
+            (with("\"vendorExtra\":[1,]"), false),
+            (with("\"vendorExtra\":{\"a\"}"), false),
+            (with(&format!("\"vendorExtra\":{}", deep(200))), false),
+            (format!("{base} x"), false),
+            (format!("[{base},]"), false),
+            (format!("[{base}"), false),
+            (format!("\u{feff}{base}"), false),
+            (
+                base.replace("\"deviceVersion\"", "\"deviceVersion\" 1"),
+                false,
+            ),
+            ("[]".to_string(), false),
+            ("{}".to_string(), false),
+        ];
+        for (body, accepted) in cases {
+            assert!(!agree(&body), "the fast path took {body}");
+            assert_eq!(validate_slow(body.as_bytes()).is_ok(), accepted, "{body}");
+        }
+        // Whitespace anywhere JSON allows it is plain.
+        let spaced = format!(
+            " \r\n[\t{} ,\n{}\n] \n",
+            base.replace("\":", "\" :\t").replace(",\"", ", \""),
+            base
+        );
+        assert!(agree(&spaced));
+    }
+
+    #[test]
+    fn plain_string_lengths() {
+        let naive = |b: &[u8]| {
+            let n = b
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+            (b[n] == b'"').then_some(n)
+        };
+        for s in [
+            "",
+            "\"",
+            "abc\"",
+            "abcdefgh\"",
+            "abcdefghijklmnop\"x",
+            "abc\\\"",
+            "abcdefg\u{1}\"",
+            "\u{e9}\u{e9}\u{e9}\u{e9}\u{e9}\"",
+            "abcdefgh",
+            "abc\u{7f}\u{80}\"",
+        ] {
+            assert_eq!(fast::plain_len(s.as_bytes()), naive(s.as_bytes()), "{s:?}");
         }
     }
 
@@ -683,6 +954,52 @@ mod tests {
         #[test]
         fn never_panics_on_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
             let _ = validate_body(&bytes);
+        }
+
+        #[test]
+        fn plain_lengths_are_exact(bytes in proptest::collection::vec(
+            prop_oneof![Just(b'"'), Just(b'\\'), Just(0x1fu8), Just(0x20u8), Just(0x7fu8), Just(0xe9u8), Just(b'a')],
+            0..40,
+        )) {
+            let naive = bytes.iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)
+                .filter(|&n| bytes[n] == b'"');
+            prop_assert_eq!(fast::plain_len(&bytes), naive);
+        }
+
+        /// Random edits of good bodies never make the fast path accept what the general validator
+        /// refuses, or read it differently.
+        #[test]
+        fn edited_bodies_agree(
+            array in any::<bool>(),
+            edits in proptest::collection::vec(
+                (any::<prop::sample::Index>(), 0u8..3, prop::sample::select(
+                    &[
+                        "{", "}", "[", "]", "\"", ",", ":", " ", "\\", "\\\"", "\\u00e9", "0",
+                        "-1", "1.5", "1e3", "true", "null", "\u{1}", "\u{7f}", "\u{e9}", "x",
+                        "\"dstDomain\":\"b.example\",", "\"deviceID\":\"d\",", "\"k\":[{}],",
+                    ][..],
+                )),
+                1..4,
+            ),
+        ) {
+            let mut body = if array {
+                json!([good(), good()]).to_string()
+            } else {
+                good().to_string()
+            };
+            for (at, op, piece) in edits {
+                let mut i = at.index(body.len() + 1);
+                while !body.is_char_boundary(i) {
+                    i -= 1;
+                }
+                let end = body[i..].chars().next().map_or(i, |c| i + c.len_utf8());
+                match op {
+                    0 => body.insert_str(i, piece),
+                    1 => body.replace_range(i..end, piece),
+                    _ => body.replace_range(i..end, ""),
+                }
+            }
+            agree(&body);
         }
 
         #[test]
