@@ -1062,7 +1062,16 @@ async fn event_writes_see_every_change_made_since_the_last_one() {
         }],
         "[{}]".into(),
     );
-    parasol::store::domains::ingest(&db, &mut WriterCache::new(), org, "x", 1, &other).unwrap();
+    parasol::store::domains::ingest(
+        &db,
+        &mut WriterCache::new(),
+        &mut parasol::store::Statements::new(&db),
+        org,
+        "x",
+        1,
+        &other,
+    )
+    .unwrap();
     assert_eq!(post("b.example").await, 202);
     let names: Vec<String> = entries(&s, &key).await.into_iter().map(|e| e.0).collect();
     assert_eq!(names, ["a.example", "other.example", "b.example"]);

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use crate::store::domains::{self, PreparedBatch, PreparedEvent};
 use crate::store::tenants::{self, OrgFields, Parent, Scope};
-use crate::store::WriterCache;
+use crate::store::{Statements, WriterCache};
 
 /// Largest batch body: the 1 MiB rule counts the request line and headers too.
 pub const MAX_BATCH_BYTES: usize = 1024 * 1024 - 2048;
@@ -116,6 +116,7 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
     domains::ingest(
         &tx,
         &mut WriterCache::new(),
+        &mut Statements::new(&tx),
         mixed.id,
         "preload-hot",
         now,
@@ -136,6 +137,7 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
         domains::ingest(
             &tx,
             &mut WriterCache::new(),
+            &mut Statements::new(&tx),
             list.id,
             &format!("preload-{done}"),
             now,

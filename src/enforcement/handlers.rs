@@ -15,7 +15,7 @@ use crate::router::EnfEndpoint;
 use crate::server::{AppState, RequestCtx};
 use crate::store::domains::{self, PreparedBatch, PreparedEvent};
 use crate::store::tenants::resolve_customer_key;
-use crate::store::{StoreError, WriteMode, WriterCache};
+use crate::store::{Statements, StoreError, WriteMode, WriterCache};
 
 use super::domain::normalize;
 use super::event::{validate_events, EventsError};
@@ -220,13 +220,15 @@ async fn post_events(
     // What the write was given travels back with its result, so that its memory is freed on this
     // thread, where it was allocated: freed on the writer's, it left this thread's allocator
     // cache empty, and every request's allocations took the allocator's slow path.
-    let write = move |conn: &rusqlite::Connection, cache: &mut WriterCache| {
+    let write = move |conn: &rusqlite::Connection,
+                      cache: &mut WriterCache,
+                      statements: &mut Statements<'_>| {
         let Some(org) = cache.organization_of_key(conn, &key)? else {
             return Ok((None, prepared));
         };
         let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
         let batch_text = batch.hyphenated().encode_lower(&mut text);
-        let added = domains::ingest(conn, cache, org, batch_text, now, &prepared)?;
+        let added = domains::ingest(conn, cache, statements, org, batch_text, now, &prepared)?;
         match allowance {
             // Over the new-domain budget: undo this request's writes.
             Some(max) if added > max => {

@@ -10,6 +10,7 @@
 use rusqlite::{params, Connection, OptionalExtension};
 use serde::Serialize;
 
+use super::writer_cache::{Sql, Statements};
 use super::{Result, StoreError, WriterCache};
 
 /// Requests listing at most this many names read and record them through the writer's cache.
@@ -182,30 +183,30 @@ impl PreparedBatch {
     }
 }
 
-/// A statement taken from the connection's statement cache the first time it is used.
-struct Lazy<'c> {
-    conn: &'c Connection,
-    sql: &'static str,
-    stmt: Option<rusqlite::CachedStatement<'c>>,
-}
-
-impl<'c> Lazy<'c> {
-    fn new(conn: &'c Connection, sql: &'static str) -> Lazy<'c> {
-        Lazy {
-            conn,
-            sql,
-            stmt: None,
-        }
-    }
-
-    fn get(&mut self) -> Result<&mut rusqlite::CachedStatement<'c>> {
-        let stmt = match self.stmt.take() {
-            Some(stmt) => stmt,
-            None => self.conn.prepare_cached(self.sql)?,
-        };
-        Ok(self.stmt.insert(stmt))
-    }
-}
+/// The event writes' statements (slots of `Statements`).
+const INSERT_REQUEST: Sql = Sql(
+    0,
+    "INSERT INTO event_batches
+         (organization_id, uuid, received_at, event_count, domains, listed, events)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+);
+const FIND_NAME: Sql = Sql(
+    1,
+    "SELECT id, last_seen_at FROM domains WHERE organization_id = ?1 AND name = ?2",
+);
+const TOUCH_NAME: Sql = Sql(2, "UPDATE domains SET last_seen_at = ?2 WHERE id = ?1");
+// Ids and positions are given here (see `schema.sql`): `?1` the id, `?4` the position.
+const INSERT_NAME: Sql = Sql(
+    3,
+    "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+);
+const INSERT_NEW_NAME: Sql = Sql(
+    4,
+    "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?5)
+     ON CONFLICT (organization_id, name) DO NOTHING",
+);
 
 /// One entry of the domain list as the API shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -223,17 +224,13 @@ pub struct DomainEntry {
 pub fn ingest(
     conn: &Connection,
     cache: &mut WriterCache,
+    statements: &mut Statements<'_>,
     org: i64,
     batch_uuid: &str,
     now: i64,
     batch: &PreparedBatch,
 ) -> Result<u64> {
-    conn.prepare_cached(
-        "INSERT INTO event_batches
-             (organization_id, uuid, received_at, event_count, domains, listed, events)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    )?
-    .execute(params![
+    statements.get(INSERT_REQUEST)?.execute(params![
         org,
         batch_uuid,
         now,
@@ -247,30 +244,11 @@ pub fn ingest(
     // often one already seen this second, for which nothing is written. (An upsert with
     // RETURNING did the same in one statement but cost 4-5 times an event's insert, mostly for
     // the ephemeral table SQLite builds for the returned row each time.)
-    // Each statement is taken from the connection's cache only once it is needed (a look-up there
-    // hashes the statement's text): a single event naming a name seen this second needs none.
-    let mut find = Lazy::new(
-        conn,
-        "SELECT id, last_seen_at FROM domains WHERE organization_id = ?1 AND name = ?2",
-    );
-    let mut touch = Lazy::new(conn, "UPDATE domains SET last_seen_at = ?2 WHERE id = ?1");
-    // Ids and positions are given here (see `schema.sql`): `?1` the id, `?4` the position.
-    let mut insert = Lazy::new(
-        conn,
-        "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-    );
-    // After two new names in a row, the next is tried as an insert straight away: in a batch of
-    // new names that is one search of the name index each instead of a look-up and then the
-    // insert's own. A name already listed then costs a refused insert and the look-up, and the
-    // batch goes back to looking up first (in a batch that mostly repeats names, two new ones
-    // in a row are rare).
-    let mut insert_new = Lazy::new(
-        conn,
-        "INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?5)
-         ON CONFLICT (organization_id, name) DO NOTHING",
-    );
+    // After two new names in a row, the next is tried as an insert straight away
+    // (`INSERT_NEW_NAME`): in a batch of new names that is one search of the name index each
+    // instead of a look-up and then the insert's own. A name already listed then costs a
+    // refused insert and the look-up, and the batch goes back to looking up first (in a batch
+    // that mostly repeats names, two new ones in a row are rare).
     let mut new_in_a_row = 0u32;
     // Where the list ends (read when the first new name needs it) and how many were added.
     let mut end: Option<ListEnd> = None;
@@ -284,15 +262,15 @@ pub fn ingest(
         let mut new = None;
         if known.is_none() && new_in_a_row >= 2 {
             let e = list_end(conn, cache, org, &mut end)?;
-            new = e.append(conn, insert_new.get()?, org, name, now)?;
+            new = e.append(conn, statements.get(INSERT_NEW_NAME)?, org, name, now)?;
         }
         let id = match new {
             Some(id) => id,
             None => {
                 let listed: Option<(i64, i64)> = match known {
                     Some(known) => Some(known),
-                    None => find
-                        .get()?
+                    None => statements
+                        .get(FIND_NAME)?
                         .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
                         .optional()?,
                 };
@@ -300,7 +278,7 @@ pub fn ingest(
                     Some((id, seen)) => {
                         new_in_a_row = 0;
                         if seen != now {
-                            touch.get()?.execute(params![id, now])?;
+                            statements.get(TOUCH_NAME)?.execute(params![id, now])?;
                         }
                         id
                     }
@@ -308,7 +286,7 @@ pub fn ingest(
                         // A plain insert adds its row or fails.
                         let e = list_end(conn, cache, org, &mut end)?;
                         let id = e
-                            .append(conn, insert.get()?, org, name, now)?
+                            .append(conn, statements.get(INSERT_NAME)?, org, name, now)?
                             .ok_or_else(|| StoreError::Task("an insert added no row".into()))?;
                         new = Some(id);
                         id
@@ -607,7 +585,16 @@ mod tests {
     fn pages_match_a_plain_scan_after_deletes() {
         let (c, org) = db();
         let names: Vec<PreparedEvent> = (0..5000).map(|i| ev(&format!("d{i}.example"))).collect();
-        ingest(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
+        ingest(
+            &c,
+            &mut WriterCache::new(),
+            &mut Statements::new(&c),
+            org,
+            "b",
+            1,
+            &batch(names),
+        )
+        .unwrap();
         // Punch holes, including a whole bucket.
         for id in (1..=5000).filter(|i| i % 7 == 0 || (1100..2200).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
@@ -714,7 +701,16 @@ mod tests {
                     let names: Vec<PreparedEvent> = (0..n)
                         .map(|_| ev(&format!("r{}.example", next() % 6000)))
                         .collect();
-                    ingest(&c, cache, org, "b", step, &batch(names)).unwrap();
+                    ingest(
+                        &c,
+                        cache,
+                        &mut Statements::new(&c),
+                        org,
+                        "b",
+                        step,
+                        &batch(names),
+                    )
+                    .unwrap();
                 }
                 3 => {
                     // Delete a run at the end of the list (the open block and beyond).
@@ -740,7 +736,16 @@ mod tests {
         }
         // Every id ever seen was given once: a new name after all those deletions gets an id
         // above every one of them.
-        ingest(&c, cache, org, "z", 999, &batch(vec![ev("last.example")])).unwrap();
+        ingest(
+            &c,
+            cache,
+            &mut Statements::new(&c),
+            org,
+            "z",
+            999,
+            &batch(vec![ev("last.example")]),
+        )
+        .unwrap();
         let id: i64 = c
             .query_row(
                 "SELECT id FROM domains WHERE name = 'last.example'",
@@ -761,12 +766,39 @@ mod tests {
         };
         let other = create_organization(&c, Parent::None, &f, 0).unwrap().id;
         let names = |p: &str| batch((0..3).map(|i| ev(&format!("{p}{i}.example"))).collect());
-        ingest(&c, &mut WriterCache::new(), org, "a", 1, &names("a")).unwrap();
-        ingest(&c, &mut WriterCache::new(), other, "b", 1, &names("b")).unwrap();
+        ingest(
+            &c,
+            &mut WriterCache::new(),
+            &mut Statements::new(&c),
+            org,
+            "a",
+            1,
+            &names("a"),
+        )
+        .unwrap();
+        ingest(
+            &c,
+            &mut WriterCache::new(),
+            &mut Statements::new(&c),
+            other,
+            "b",
+            1,
+            &names("b"),
+        )
+        .unwrap();
         // The highest id, by name; then, by the organization's deletion, the others' ids.
         assert!(delete_by_name(&c, other, "b2.example").unwrap());
         let fresh = || WriterCache::new();
-        ingest(&c, &mut fresh(), org, "c", 2, &batch(vec![ev("c.example")])).unwrap();
+        ingest(
+            &c,
+            &mut fresh(),
+            &mut Statements::new(&c),
+            org,
+            "c",
+            2,
+            &batch(vec![ev("c.example")]),
+        )
+        .unwrap();
         let id = |name: &str| -> i64 {
             c.query_row("SELECT id FROM domains WHERE name = ?1", [name], |r| {
                 r.get(0)
@@ -778,7 +810,16 @@ mod tests {
             .unwrap();
         c.execute("DELETE FROM organizations WHERE id = ?1", [other])
             .unwrap();
-        ingest(&c, &mut fresh(), org, "d", 3, &batch(vec![ev("d.example")])).unwrap();
+        ingest(
+            &c,
+            &mut fresh(),
+            &mut Statements::new(&c),
+            org,
+            "d",
+            3,
+            &batch(vec![ev("d.example")]),
+        )
+        .unwrap();
         assert_eq!(id("d.example"), 8);
         let floor: i64 = c
             .query_row("SELECT floor FROM domain_id_floor", [], |r| r.get(0))
@@ -798,7 +839,16 @@ mod tests {
         )
         .unwrap();
         let names: Vec<PreparedEvent> = (0..3000).map(|i| ev(&format!("s{i}.example"))).collect();
-        ingest(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
+        ingest(
+            &c,
+            &mut WriterCache::new(),
+            &mut Statements::new(&c),
+            org,
+            "b",
+            1,
+            &batch(names),
+        )
+        .unwrap();
         let top: i64 = c
             .query_row("SELECT max(seq) FROM domains", [], |r| r.get(0))
             .unwrap();
@@ -818,10 +868,20 @@ mod tests {
         // The same cache throughout, as the writer keeps it: what it remembers of x.example
         // (seen at 10) must not stop the refresh at 20.
         let cache = &mut WriterCache::new();
-        ingest(&c, cache, org, "a", 10, &batch(vec![ev("x.example")])).unwrap();
         ingest(
             &c,
             cache,
+            &mut Statements::new(&c),
+            org,
+            "a",
+            10,
+            &batch(vec![ev("x.example")]),
+        )
+        .unwrap();
+        ingest(
+            &c,
+            cache,
+            &mut Statements::new(&c),
             org,
             "b",
             20,
@@ -836,13 +896,23 @@ mod tests {
         ingest(
             &c,
             cache,
+            &mut Statements::new(&c),
             org,
             "c",
             20,
             &batch(vec![ev("y.example"), ev("x.example")]),
         )
         .unwrap();
-        ingest(&c, cache, org, "d", 30, &batch(vec![ev("z.example")])).unwrap();
+        ingest(
+            &c,
+            cache,
+            &mut Statements::new(&c),
+            org,
+            "d",
+            30,
+            &batch(vec![ev("z.example")]),
+        )
+        .unwrap();
         let (entries, _) = list_page(&c, org, 1, 200).unwrap();
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["x.example", "y.example", "z.example"]);
@@ -866,7 +936,7 @@ mod tests {
                 .map(|i| format!("n{i}.example"))
                 .collect();
             let first = batch(old.iter().map(|n| ev(n)).collect());
-            ingest(&c, cache, org, "a", 10, &first).unwrap();
+            ingest(&c, cache, &mut Statements::new(&c), org, "a", 10, &first).unwrap();
             let before: std::collections::HashMap<String, i64> = {
                 let mut st = c.prepare("SELECT name, id FROM domains").unwrap();
                 st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -882,6 +952,7 @@ mod tests {
             let added = ingest(
                 &c,
                 cache,
+                &mut Statements::new(&c),
                 org,
                 "b",
                 20,

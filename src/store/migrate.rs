@@ -308,7 +308,16 @@ mod tests {
             "[{}]".into(),
         );
         let mut cache = crate::store::WriterCache::new();
-        crate::store::domains::ingest(&c, &mut cache, 7, "u", 9, &batch).unwrap();
+        crate::store::domains::ingest(
+            &c,
+            &mut cache,
+            &mut crate::store::Statements::new(&c),
+            7,
+            "u",
+            9,
+            &batch,
+        )
+        .unwrap();
         let (id, seq): (i64, i64) = c
             .query_row(
                 "SELECT id, seq FROM domains WHERE name = 'new.example'",

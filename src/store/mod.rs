@@ -24,7 +24,7 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-pub use writer_cache::WriterCache;
+pub use writer_cache::{Statements, WriterCache};
 
 /// Errors of the store. `Sqlite` details are logged, never sent to clients.
 #[derive(Debug)]
@@ -80,7 +80,10 @@ pub type Result<T> = std::result::Result<T, StoreError>;
 /// transaction's fate is known, with `Err` if the commit failed.
 type Completion = Box<dyn FnOnce(std::result::Result<(), String>) + Send>;
 /// Runs a job in the open transaction; also says whether it succeeded (its changes stay).
-type JobFn = Box<dyn FnOnce(&Connection, &mut WriterCache) -> (Completion, bool) + Send>;
+type JobFn = Box<
+    dyn for<'c> FnOnce(&'c Connection, &mut WriterCache, &mut Statements<'c>) -> (Completion, bool)
+        + Send,
+>;
 
 /// A write queued for the writer.
 struct Job {
@@ -345,7 +348,9 @@ impl Store {
     pub async fn write_events<T, F>(&self, mode: WriteMode, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, &mut WriterCache) -> Result<T> + Send + 'static,
+        F: for<'c> FnOnce(&'c Connection, &mut WriterCache, &mut Statements<'c>) -> Result<T>
+            + Send
+            + 'static,
     {
         self.queue(f, mode, true).await
     }
@@ -353,11 +358,13 @@ impl Store {
     async fn queue<T, F>(&self, f: F, mode: WriteMode, keeps_cache: bool) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, &mut WriterCache) -> Result<T> + Send + 'static,
+        F: for<'c> FnOnce(&'c Connection, &mut WriterCache, &mut Statements<'c>) -> Result<T>
+            + Send
+            + 'static,
     {
         let (tx, rx) = oneshot::channel::<Result<T>>();
-        let run: JobFn = Box::new(move |conn: &Connection, cache: &mut WriterCache| {
-            let result = run_in_savepoint(conn, |c| f(c, cache));
+        let run: JobFn = Box::new(move |conn, cache, statements| {
+            let result = run_in_savepoint(conn, || f(conn, cache, statements));
             let ok = result.is_ok();
             let completion: Completion =
                 Box::new(move |commit: std::result::Result<(), String>| {
@@ -394,7 +401,7 @@ impl Store {
             return Ok(None);
         }
         // It changes nothing the writer's cache holds.
-        self.write_events(WriteMode::Alone, |conn, _cache| {
+        self.write_events(WriteMode::Alone, |conn, _cache, _statements| {
             purge::step(conn, purge::STEP_IDS)
         })
         .await
@@ -498,8 +505,8 @@ pub(crate) fn owned_row<T>(
 /// A write that ignores the writer's cache (so the writer empties it first).
 fn uncached<T>(
     f: impl FnOnce(&Connection) -> Result<T>,
-) -> impl FnOnce(&Connection, &mut WriterCache) -> Result<T> {
-    move |conn, _| f(conn)
+) -> impl for<'c> FnOnce(&'c Connection, &mut WriterCache, &mut Statements<'c>) -> Result<T> {
+    move |conn, _, _| f(conn)
 }
 
 /// Runs one cached statement without parameters (transaction control).
@@ -514,17 +521,17 @@ thread_local! {
     static SAVEPOINTS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
 }
 
-fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
     if !SAVEPOINTS.with(|s| s.get()) {
         // Alone in its transaction: an error rolls the whole transaction back (see writer_loop).
-        let r = f(conn);
+        let r = f();
         if r.is_err() {
             LAST_JOB_FAILED.with(|x| x.set(true));
         }
         return r;
     }
     exec_cached(conn, "SAVEPOINT job")?;
-    let r = f(conn);
+    let r = f();
     let end = match &r {
         Ok(_) => exec_cached(conn, "RELEASE job"),
         Err(_) => {
@@ -632,14 +639,16 @@ fn run_transaction(
         cache.clear();
     }
     // Without savepoints a failed job says so through LAST_JOB_FAILED, and the transaction
-    // is rolled back below instead of committed.
+    // is rolled back below instead of committed. The statements are given back to the
+    // connection's cache (reset) before the transaction ends.
+    let mut statements = Statements::new(conn);
     let completions: Vec<Completion> = jobs
         .drain(..)
         .map(|job| {
             if !job.keeps_cache {
                 cache.clear();
             }
-            let (completion, ok) = (job.run)(conn, cache);
+            let (completion, ok) = (job.run)(conn, cache, &mut statements);
             if !ok {
                 // What it recorded in the cache was rolled back with it.
                 cache.clear();
@@ -647,6 +656,7 @@ fn run_transaction(
             completion
         })
         .collect();
+    drop(statements);
     let failed = LAST_JOB_FAILED.with(|f| f.replace(false));
     let ran = started.elapsed();
     let commit = if failed {
@@ -1280,7 +1290,7 @@ mod tests {
         let (s1, s2) = (store.clone(), store.clone());
         // Queued behind the blocker, so they share one transaction, each in a savepoint.
         let failing = tokio::spawn(async move {
-            s1.write_events(WriteMode::Savepoint, |c, cache| {
+            s1.write_events(WriteMode::Savepoint, |c, cache, _| {
                 c.execute(
                     "INSERT INTO customer_keys (key, organization_id, created_at) VALUES ('k', 7, 0)",
                     [],
@@ -1291,13 +1301,15 @@ mod tests {
             .await
         });
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        let other =
-            tokio::spawn(async move { s2.write_events(WriteMode::Savepoint, |_, _| Ok(())).await });
+        let other = tokio::spawn(async move {
+            s2.write_events(WriteMode::Savepoint, |_, _, _| Ok(()))
+                .await
+        });
         blocker.await.unwrap().unwrap();
         assert!(failing.await.unwrap().is_err());
         other.await.unwrap().unwrap();
         let after = store
-            .write_events(WriteMode::Savepoint, |c, cache| {
+            .write_events(WriteMode::Savepoint, |c, cache, _| {
                 cache.organization_of_key(c, "k")
             })
             .await
