@@ -210,6 +210,13 @@ done')
 [ "$nice" = 5 ] || fail "the checkpointer thread runs at nice '$nice', not 5 (setpriority refused?)"
 ok "background threads at nice 5 (SystemCallFilter=setpriority)"
 
+# sched_setscheduler passes it too: the writer thread runs under SCHED_BATCH (policy 3, field 41).
+policy=$(inside sh -c 'for t in /proc/'"$pid"'/task/*; do
+    if [ "$(cat "$t/comm")" = parasol-writer ]; then awk "{ print \$41 }" "$t/stat"; fi
+done')
+[ "$policy" = 3 ] || fail "the writer thread runs under policy '$policy', not SCHED_BATCH (3)"
+ok "the writer under SCHED_BATCH (SystemCallFilter=sched_setscheduler)"
+
 inside systemctl reload parasol.service || fail "systemctl reload parasol"
 for _ in $(seq 1 100); do
     journal | grep -q 'reputation data reloaded' && break

@@ -269,7 +269,10 @@ impl Store {
         let counters = (commits.clone(), jobs.clone(), clients.clone());
         let handle = std::thread::Builder::new()
             .name("parasol-writer".into())
-            .spawn(move || writer_loop(conn, rx, counters, checkpointer))
+            .spawn(move || {
+                batch_scheduling();
+                writer_loop(conn, rx, counters, checkpointer)
+            })
             .map_err(|e| StoreError::Task(e.to_string()))?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -542,6 +545,25 @@ fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Resu
         (Ok(v), Ok(())) => Ok(v),
         (Err(e), _) => Err(e),
         (Ok(_), Err(e)) => Err(e.into()),
+    }
+}
+
+/// Puts the calling thread (the writer) under Linux's `SCHED_BATCH` policy: same share of the
+/// CPU as before, but its wake-ups (from the last commit's fsync, or a new write) no longer
+/// preempt the thread that serves requests; it runs once that thread waits or its time slice
+/// ends. On a machine where both share a core, the requests served meanwhile join the next group
+/// instead of each commit interrupting the request path: measured on the benchmark's VM with
+/// server pinned to one core, single events in groups of 44-50 instead of about 30, half the
+/// context switches, 18-22 against 23-26 us of CPU a request. Where the writer has a core of
+/// its own it changes nothing. Failure (a system-call filter, say) leaves the normal policy.
+fn batch_scheduling() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a plain system call on the calling thread (0); `param` outlives it.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) } != 0 {
+        log::debug!(
+            "cannot put the writer under SCHED_BATCH: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }
 
@@ -1315,6 +1337,51 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(after, None, "the rolled-back key is not remembered");
+        store.close();
+    }
+
+    /// The scheduling policy (`/proc/<tid>/stat` field 41) of this process's threads named `name`.
+    fn policies_of(name: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() != name {
+                continue;
+            }
+            let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+            // Fields after the parenthesised name start at field 3.
+            let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+            if let Some(policy) = after.split(' ').nth(41 - 3) {
+                out.push(policy.parse().unwrap());
+            }
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn the_writer_runs_under_batch_scheduling() {
+        let (_dir, store) = temp_db();
+        // A write has run on the writer thread, so it has set its policy.
+        store.write(|_| Ok(())).await.unwrap();
+        // (Other tests' writers run in this process too: one just started may not have set its
+        // policy yet.)
+        let mut policies = policies_of("parasol-writer");
+        for _ in 0..100 {
+            if policies.iter().all(|&p| p == libc::SCHED_BATCH as u32) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            policies = policies_of("parasol-writer");
+        }
+        assert!(!policies.is_empty(), "no writer thread found");
+        assert!(
+            policies.iter().all(|&p| p == libc::SCHED_BATCH as u32),
+            "{policies:?}"
+        );
+        // Only the writer: the checkpointer keeps the normal policy (at a lower priority).
+        assert!(policies_of("parasol-checkpo")
+            .iter()
+            .all(|&p| p == libc::SCHED_OTHER as u32));
         store.close();
     }
 
