@@ -557,7 +557,7 @@ fn run_in_savepoint<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Resu
 /// preempt the thread that serves requests; it runs once that thread waits or its time slice
 /// ends. On a machine where both share a core, the requests served meanwhile join the next group
 /// instead of each commit interrupting the request path: measured on the benchmark's VM with
-/// server pinned to one core, single events in groups of 44-50 instead of about 30, half the
+/// server pinned to one core, single events in groups of 36-50 instead of about 30, half the
 /// context switches, 18-22 against 23-26 us of CPU a request. Where the writer has a core of
 /// its own it changes nothing. Failure (a system-call filter, say) leaves the normal policy.
 fn batch_scheduling() {

@@ -168,7 +168,10 @@ impl<'c> Statements<'c> {
     /// The statement `sql`, prepared (or taken from the cache) on first use.
     pub fn get(&mut self, sql: Sql) -> Result<&mut rusqlite::CachedStatement<'c>> {
         let Sql(slot, text) = sql;
-        let taken = &mut self.taken[slot];
+        let taken = self
+            .taken
+            .get_mut(slot)
+            .ok_or_else(|| super::StoreError::Task(format!("no statement slot {slot}")))?;
         Ok(match taken {
             Some(stmt) => stmt,
             None => taken.insert(self.conn.prepare_cached(text)?),
@@ -211,5 +214,9 @@ mod tests {
             .unwrap();
         let x: i64 = conn.query_row("SELECT x FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(x, 7);
+        // A slot past the end is an error, not a panic.
+        assert!(Statements::new(&conn)
+            .get(Sql(STATEMENTS, "SELECT 1"))
+            .is_err());
     }
 }
