@@ -307,16 +307,17 @@ mod fast {
     const DST_URL: usize = 5;
     const PROTOCOL_VERSION: usize = 6;
     const PROVIDER_NAME: usize = 7;
-    const DST_IP: usize = 8;
-    const REQUIRED_FIELDS: usize = 8;
+    const DST_IP: usize = REQUIRED_FIELDS;
+    const REQUIRED_FIELDS: usize = super::REQUIRED.len();
     /// Optional string fields other than `dstIp` share one slot each for the repeat check.
-    const OTHER_STRINGS: usize = 9;
-    const DISABLE: usize = 17;
+    const OTHER_STRINGS: usize = DST_IP + 1;
+    const DISABLE: usize = REQUIRED_FIELDS + super::OPTIONAL.len();
     /// Nesting of an unknown field's value beyond which the general validator decides.
     const MAX_DEPTH: u32 = 16;
 
     /// What a key means to the fast path.
-    enum Key {
+    #[derive(Debug, PartialEq)]
+    pub(super) enum Key {
         /// A string field (`null` allowed when optional), by slot.
         Str(usize),
         /// `disableDstSafeguards`: a boolean or `null`.
@@ -327,7 +328,7 @@ mod fast {
         Unknown,
     }
 
-    fn key(k: &str) -> Key {
+    pub(super) fn key(k: &str) -> Key {
         match k {
             "deviceId" => Key::Str(DEVICE_ID),
             "deviceVersion" => Key::Str(DEVICE_VERSION),
@@ -753,6 +754,20 @@ mod tests {
             base
         );
         assert!(agree(&spaced));
+    }
+
+    /// The fast path's keys are the general validator's fields, in the same slots.
+    #[test]
+    fn fast_keys_are_the_validators_fields() {
+        use fast::{key, Key};
+        for (i, (name, alt)) in REQUIRED.iter().chain(OPTIONAL).enumerate() {
+            assert_eq!(key(name), Key::Str(i), "{name}");
+            if let Some((alt, _)) = alt {
+                assert_eq!(key(alt), Key::Alt, "{alt}");
+            }
+        }
+        assert_eq!(key("disableDstSafeguards"), Key::Flag);
+        assert_eq!(key("vendorExtra"), Key::Unknown);
     }
 
     #[test]

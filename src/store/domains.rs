@@ -576,6 +576,18 @@ mod tests {
     }
 
     /// The events with a `{}` body each.
+    /// `ingest` in a transaction's statements of its own.
+    fn put(
+        c: &Connection,
+        cache: &mut WriterCache,
+        org: i64,
+        uuid: &str,
+        now: i64,
+        batch: &PreparedBatch,
+    ) -> Result<u64> {
+        ingest(c, cache, &mut Statements::new(c), org, uuid, now, batch)
+    }
+
     fn batch(events: Vec<PreparedEvent>) -> PreparedBatch {
         let json = format!("[{}]", vec!["{}"; events.len()].join(","));
         PreparedBatch::new(events, json)
@@ -585,16 +597,7 @@ mod tests {
     fn pages_match_a_plain_scan_after_deletes() {
         let (c, org) = db();
         let names: Vec<PreparedEvent> = (0..5000).map(|i| ev(&format!("d{i}.example"))).collect();
-        ingest(
-            &c,
-            &mut WriterCache::new(),
-            &mut Statements::new(&c),
-            org,
-            "b",
-            1,
-            &batch(names),
-        )
-        .unwrap();
+        put(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
         // Punch holes, including a whole bucket.
         for id in (1..=5000).filter(|i| i % 7 == 0 || (1100..2200).contains(i)) {
             assert!(delete_by_id(&c, org, id).unwrap());
@@ -701,16 +704,7 @@ mod tests {
                     let names: Vec<PreparedEvent> = (0..n)
                         .map(|_| ev(&format!("r{}.example", next() % 6000)))
                         .collect();
-                    ingest(
-                        &c,
-                        cache,
-                        &mut Statements::new(&c),
-                        org,
-                        "b",
-                        step,
-                        &batch(names),
-                    )
-                    .unwrap();
+                    put(&c, cache, org, "b", step, &batch(names)).unwrap();
                 }
                 3 => {
                     // Delete a run at the end of the list (the open block and beyond).
@@ -736,16 +730,7 @@ mod tests {
         }
         // Every id ever seen was given once: a new name after all those deletions gets an id
         // above every one of them.
-        ingest(
-            &c,
-            cache,
-            &mut Statements::new(&c),
-            org,
-            "z",
-            999,
-            &batch(vec![ev("last.example")]),
-        )
-        .unwrap();
+        put(&c, cache, org, "z", 999, &batch(vec![ev("last.example")])).unwrap();
         let id: i64 = c
             .query_row(
                 "SELECT id FROM domains WHERE name = 'last.example'",
@@ -766,39 +751,12 @@ mod tests {
         };
         let other = create_organization(&c, Parent::None, &f, 0).unwrap().id;
         let names = |p: &str| batch((0..3).map(|i| ev(&format!("{p}{i}.example"))).collect());
-        ingest(
-            &c,
-            &mut WriterCache::new(),
-            &mut Statements::new(&c),
-            org,
-            "a",
-            1,
-            &names("a"),
-        )
-        .unwrap();
-        ingest(
-            &c,
-            &mut WriterCache::new(),
-            &mut Statements::new(&c),
-            other,
-            "b",
-            1,
-            &names("b"),
-        )
-        .unwrap();
+        put(&c, &mut WriterCache::new(), org, "a", 1, &names("a")).unwrap();
+        put(&c, &mut WriterCache::new(), other, "b", 1, &names("b")).unwrap();
         // The highest id, by name; then, by the organization's deletion, the others' ids.
         assert!(delete_by_name(&c, other, "b2.example").unwrap());
         let fresh = || WriterCache::new();
-        ingest(
-            &c,
-            &mut fresh(),
-            &mut Statements::new(&c),
-            org,
-            "c",
-            2,
-            &batch(vec![ev("c.example")]),
-        )
-        .unwrap();
+        put(&c, &mut fresh(), org, "c", 2, &batch(vec![ev("c.example")])).unwrap();
         let id = |name: &str| -> i64 {
             c.query_row("SELECT id FROM domains WHERE name = ?1", [name], |r| {
                 r.get(0)
@@ -810,16 +768,7 @@ mod tests {
             .unwrap();
         c.execute("DELETE FROM organizations WHERE id = ?1", [other])
             .unwrap();
-        ingest(
-            &c,
-            &mut fresh(),
-            &mut Statements::new(&c),
-            org,
-            "d",
-            3,
-            &batch(vec![ev("d.example")]),
-        )
-        .unwrap();
+        put(&c, &mut fresh(), org, "d", 3, &batch(vec![ev("d.example")])).unwrap();
         assert_eq!(id("d.example"), 8);
         let floor: i64 = c
             .query_row("SELECT floor FROM domain_id_floor", [], |r| r.get(0))
@@ -839,16 +788,7 @@ mod tests {
         )
         .unwrap();
         let names: Vec<PreparedEvent> = (0..3000).map(|i| ev(&format!("s{i}.example"))).collect();
-        ingest(
-            &c,
-            &mut WriterCache::new(),
-            &mut Statements::new(&c),
-            org,
-            "b",
-            1,
-            &batch(names),
-        )
-        .unwrap();
+        put(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
         let top: i64 = c
             .query_row("SELECT max(seq) FROM domains", [], |r| r.get(0))
             .unwrap();
@@ -868,20 +808,10 @@ mod tests {
         // The same cache throughout, as the writer keeps it: what it remembers of x.example
         // (seen at 10) must not stop the refresh at 20.
         let cache = &mut WriterCache::new();
-        ingest(
+        put(&c, cache, org, "a", 10, &batch(vec![ev("x.example")])).unwrap();
+        put(
             &c,
             cache,
-            &mut Statements::new(&c),
-            org,
-            "a",
-            10,
-            &batch(vec![ev("x.example")]),
-        )
-        .unwrap();
-        ingest(
-            &c,
-            cache,
-            &mut Statements::new(&c),
             org,
             "b",
             20,
@@ -893,26 +823,16 @@ mod tests {
         assert_eq!(entries[0].last_seen_at, 20);
         assert_eq!(event_count(&c, org).unwrap(), 3);
         // New names after cached ones take the next positions and ids, in order.
-        ingest(
+        put(
             &c,
             cache,
-            &mut Statements::new(&c),
             org,
             "c",
             20,
             &batch(vec![ev("y.example"), ev("x.example")]),
         )
         .unwrap();
-        ingest(
-            &c,
-            cache,
-            &mut Statements::new(&c),
-            org,
-            "d",
-            30,
-            &batch(vec![ev("z.example")]),
-        )
-        .unwrap();
+        put(&c, cache, org, "d", 30, &batch(vec![ev("z.example")])).unwrap();
         let (entries, _) = list_page(&c, org, 1, 200).unwrap();
         let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
         assert_eq!(names, ["x.example", "y.example", "z.example"]);
@@ -936,7 +856,7 @@ mod tests {
                 .map(|i| format!("n{i}.example"))
                 .collect();
             let first = batch(old.iter().map(|n| ev(n)).collect());
-            ingest(&c, cache, &mut Statements::new(&c), org, "a", 10, &first).unwrap();
+            put(&c, cache, org, "a", 10, &first).unwrap();
             let before: std::collections::HashMap<String, i64> = {
                 let mut st = c.prepare("SELECT name, id FROM domains").unwrap();
                 st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -949,10 +869,9 @@ mod tests {
                 // The writer's cache forgot the listed names: they are found by inserting.
                 cache.clear();
             }
-            let added = ingest(
+            let added = put(
                 &c,
                 cache,
-                &mut Statements::new(&c),
                 org,
                 "b",
                 20,
