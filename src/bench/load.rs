@@ -93,6 +93,18 @@ impl Stats {
         }
     }
 
+    /// Several timed windows of one workload as one: their requests together, their durations
+    /// added (so `rate` is the rate over all of them).
+    pub fn combined(parts: impl IntoIterator<Item = Stats>) -> Stats {
+        let mut total = Stats::default();
+        let mut elapsed = Duration::ZERO;
+        for p in parts {
+            elapsed += p.elapsed;
+            total.merge(p);
+        }
+        total.finish(elapsed)
+    }
+
     pub(crate) fn finish(mut self, elapsed: Duration) -> Stats {
         self.lat_us.sort_unstable();
         self.late_us.sort_unstable();
@@ -421,6 +433,33 @@ mod tests {
             .collect();
         let expected: Vec<u128> = (0..30).map(|k| k * 10).collect();
         assert_eq!(offsets, expected, "send times in tenths of a millisecond");
+    }
+
+    #[test]
+    fn windows_combine_into_one_rate_over_their_added_durations() {
+        let window = |lat: Vec<u32>, ms: u64| {
+            let n = lat.len() as u64;
+            Stats {
+                lat_us: lat,
+                ok: n,
+                units: 2 * n,
+                ..Stats::default()
+            }
+            .finish(Duration::from_millis(ms))
+        };
+        let first = window(vec![300, 100, 200], 1000);
+        let second = window(vec![50, 400], 500);
+        let mut third = window(vec![], 500);
+        third.errors = 1;
+        third.first_error = Some("status 500".into());
+        let all = Stats::combined([first, second, third]);
+        assert_eq!(all.elapsed, Duration::from_secs(2));
+        assert_eq!((all.ok, all.units, all.errors), (5, 10, 1));
+        assert_eq!(all.req_rate(), 2.5);
+        assert_eq!(all.rate(), 5.0);
+        assert_eq!(all.lat_us, vec![50, 100, 200, 300, 400]);
+        assert_eq!(all.max_ms(), 0.4);
+        assert_eq!(all.first_error.as_deref(), Some("status 500"));
     }
 
     #[tokio::test]
