@@ -14,6 +14,7 @@ pub mod resources;
 pub mod sites;
 pub mod tenants;
 pub mod users;
+mod walvfs;
 pub mod writer_cache;
 
 use std::path::{Path, PathBuf};
@@ -189,7 +190,14 @@ pub const PAGE_SIZE: i64 = 8192;
 
 /// Opens a connection with Parasol's pragmas. Used by the server and by command-line tools.
 pub fn open_connection(path: &Path) -> Result<Connection> {
-    let conn = Connection::open(path)?;
+    if let Err(rc) = walvfs::register() {
+        return Err(StoreError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rc),
+            Some("cannot register the WAL-gathering VFS".into()),
+        )));
+    }
+    let conn =
+        Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), walvfs::NAME)?;
     // Pragmas live outside any migration transaction (journal_mode cannot change inside one).
     conn.busy_handler(Some(poll_busy))?;
     // The writer alone runs some 30 distinct statements (events, lists, management, transaction
