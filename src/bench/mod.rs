@@ -251,9 +251,9 @@ fn proc_cpu_secs(pid: u32) -> Option<f64> {
     (ticks > 0).then(|| (utime + stime) as f64 / ticks as f64)
 }
 
-/// Server CPU microseconds per unit of a workload, from two `proc_cpu_secs` readings.
-fn cpu_per_unit(before: Option<f64>, after: Option<f64>, units: u64) -> f64 {
-    cpu_us_per_unit(after.zip(before).map(|(a, b)| a - b), units)
+/// CPU seconds used between two `proc_cpu_secs` readings.
+fn cpu_between(before: Option<f64>, after: Option<f64>) -> Option<f64> {
+    after.zip(before).map(|(a, b)| a - b)
 }
 
 /// Server CPU microseconds per unit, from the CPU seconds used over the units' workload.
@@ -433,7 +433,7 @@ impl Measure<'_> {
             .runtime
             .block_on(load::run(target, conns, duration, pace, source));
         let after = proc_cpu_secs(process.pid());
-        (s, after.zip(before).map(|(a, b)| a - b))
+        (s, cpu_between(before, after))
     }
 }
 
@@ -565,7 +565,7 @@ fn run_in(
         hello_rss,
     );
     r.target = "HTTP ceiling".into();
-    r.cpu_us = cpu_per_unit(hello_cpu, hello_cpu_after, r.units());
+    r.cpu_us = cpu_us_per_unit(cpu_between(hello_cpu, hello_cpu_after), r.units());
     rows.push(r);
     // The latency baseline of the open-loop target: the same server at 80% of its own maximum,
     // i.e. what this machine's scheduling alone does to the tail of a server with no work to do.
