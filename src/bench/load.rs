@@ -79,12 +79,40 @@ pub struct Stats {
     pub elapsed: Duration,
     /// The first unexpected answer, for the report.
     pub first_error: Option<String>,
+    /// Open loop: for each `INTERVAL` of send times from the start, how many requests were due in
+    /// it and how many of those took longer than `SLOW_MS`.
+    pub intervals: Vec<(u32, u32)>,
+}
+
+/// Open loop: requests taking longer than this are counted as slow in `Stats::intervals` (the
+/// open-loop target's bound).
+pub const SLOW_MS: u32 = 20;
+
+/// Open loop: the width of an interval of `Stats::intervals`.
+pub const INTERVAL: Duration = Duration::from_millis(50);
+
+/// Where an open loop's slow requests came from (see `Stats::slow_spells`).
+#[derive(Debug, PartialEq)]
+pub struct SlowSpells {
+    /// Requests over `SLOW_MS`, as a share of all.
+    pub share: f64,
+    /// Stretches of consecutive intervals in which most requests due were slow.
+    pub count: usize,
+    /// The longest of them: when it started (from the run's start) and how long it lasted.
+    pub longest: Option<(Duration, Duration)>,
 }
 
 impl Stats {
     fn merge(&mut self, o: Stats) {
         self.lat_us.extend(o.lat_us);
         self.late_us.extend(o.late_us);
+        if self.intervals.len() < o.intervals.len() {
+            self.intervals.resize(o.intervals.len(), (0, 0));
+        }
+        for (mine, theirs) in self.intervals.iter_mut().zip(o.intervals) {
+            mine.0 += theirs.0;
+            mine.1 += theirs.1;
+        }
         self.ok += o.ok;
         self.errors += o.errors;
         self.units += o.units;
@@ -94,14 +122,17 @@ impl Stats {
     }
 
     /// Several timed windows of one workload as one: their requests together, their durations
-    /// added (so `rate` is the rate over all of them).
+    /// added (so `rate` is the rate over all of them), their intervals one after the other.
     pub fn combined(parts: impl IntoIterator<Item = Stats>) -> Stats {
         let mut total = Stats::default();
         let mut elapsed = Duration::ZERO;
-        for p in parts {
+        let mut intervals = Vec::new();
+        for mut p in parts {
             elapsed += p.elapsed;
+            intervals.append(&mut p.intervals);
             total.merge(p);
         }
+        total.intervals = intervals;
         total.finish(elapsed)
     }
 
@@ -134,6 +165,41 @@ impl Stats {
 
     pub fn max_ms(&self) -> f64 {
         self.lat_us.last().map_or(f64::NAN, |&v| v as f64 / 1000.0)
+    }
+
+    /// Open loop: how the requests over `SLOW_MS` were spread over the run. A tail made of
+    /// stretches in which nearly every request was slow is a stall (of the server, its disk or
+    /// the machine) and the backlog it left; slow requests scattered over the run with no such
+    /// stretch are queueing at every moment.
+    pub fn slow_spells(&self) -> SlowSpells {
+        let (total, slow) = self
+            .intervals
+            .iter()
+            .fold((0u64, 0u64), |(t, s), &(a, b)| (t + a as u64, s + b as u64));
+        let (mut count, mut longest, mut run) = (0, None::<(usize, usize)>, None::<usize>);
+        // One past the end closes a stretch still open at the end of the run.
+        for i in 0..=self.intervals.len() {
+            let mostly_slow = self
+                .intervals
+                .get(i)
+                .is_some_and(|&(due, slow)| slow > 0 && slow * 2 >= due);
+            match (mostly_slow, run) {
+                (true, None) => run = Some(i),
+                (false, Some(from)) => {
+                    count += 1;
+                    if longest.is_none_or(|(_, len)| i - from > len) {
+                        longest = Some((from, i - from));
+                    }
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        SlowSpells {
+            share: slow as f64 / total.max(1) as f64,
+            count,
+            longest: longest.map(|(from, len)| (INTERVAL * from as u32, INTERVAL * len as u32)),
+        }
     }
 }
 
@@ -316,6 +382,14 @@ async fn worker(
         let units = req.units;
         let result = target.send(conn, req).await;
         let lat = scheduled.elapsed().as_micros().min(u32::MAX as u128) as u32;
+        if open {
+            let i = ((scheduled - schedule.start).as_micros() / INTERVAL.as_micros()) as usize;
+            if s.intervals.len() <= i {
+                s.intervals.resize(i + 1, (0, 0));
+            }
+            s.intervals[i].0 += 1;
+            s.intervals[i].1 += u32::from(lat > SLOW_MS * 1000);
+        }
         match result {
             Ok((status, _)) if status == expect => {
                 s.ok += 1;
@@ -460,6 +534,60 @@ mod tests {
         assert_eq!(all.lat_us, vec![50, 100, 200, 300, 400]);
         assert_eq!(all.max_ms(), 0.4);
         assert_eq!(all.first_error.as_deref(), Some("status 500"));
+    }
+
+    #[test]
+    fn slow_spells_are_the_stretches_of_intervals_with_mostly_slow_requests() {
+        let stats = |intervals: Vec<(u32, u32)>| Stats {
+            intervals,
+            ..Stats::default()
+        };
+        // Slow requests scattered (never half of an interval): no stretch.
+        let scattered = stats(vec![(10, 1), (10, 4), (10, 0), (10, 2)]);
+        assert_eq!(
+            scattered.slow_spells(),
+            SlowSpells {
+                share: 7.0 / 40.0,
+                count: 0,
+                longest: None
+            }
+        );
+        // Two stretches: intervals 1-2, and 4-6 (half slow counts; it runs to the end).
+        let stalls = stats(vec![
+            (10, 0),
+            (10, 9),
+            (10, 10),
+            (10, 4),
+            (10, 5),
+            (8, 8),
+            (6, 6),
+        ]);
+        assert_eq!(
+            stalls.slow_spells(),
+            SlowSpells {
+                share: 42.0 / 64.0,
+                count: 2,
+                longest: Some((INTERVAL * 4, INTERVAL * 3))
+            }
+        );
+        // An empty interval (nothing due, e.g. a client stall) ends a stretch.
+        let gap = stats(vec![(4, 4), (0, 0), (4, 4)]);
+        assert_eq!(gap.slow_spells().count, 2);
+        assert_eq!(gap.slow_spells().longest, Some((Duration::ZERO, INTERVAL)));
+        assert_eq!(Stats::default().slow_spells().share, 0.0);
+    }
+
+    #[test]
+    fn workers_intervals_add_up_and_windows_follow_one_another() {
+        let stats = |intervals: Vec<(u32, u32)>| Stats {
+            intervals,
+            ..Stats::default()
+        };
+        let mut run = stats(vec![(3, 1)]);
+        run.merge(stats(vec![(2, 2), (5, 0)]));
+        assert_eq!(run.intervals, vec![(5, 3), (5, 0)]);
+        let windows = Stats::combined([run, stats(vec![(1, 1)])]);
+        assert_eq!(windows.intervals, vec![(5, 3), (5, 0), (1, 1)]);
     }
 
     #[tokio::test]

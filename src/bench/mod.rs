@@ -357,6 +357,27 @@ fn fmt_ms(v: f64) -> String {
     }
 }
 
+/// Where an open loop's requests over the target's bound came from, for its row: their share,
+/// and the stretches of the run in which most requests were that slow (a stall and its backlog).
+fn fmt_spells(s: &Stats) -> String {
+    let spells = s.slow_spells();
+    let share = format!(
+        "over {} ms: {:.2}% of requests",
+        load::SLOW_MS,
+        spells.share * 100.0
+    );
+    match spells.longest {
+        None => format!("{share}, no stretch of mostly slow ones"),
+        Some((from, len)) => format!(
+            "{share}, {} stretch{} of mostly slow ones (longest {} ms from {} s)",
+            spells.count,
+            if spells.count == 1 { "" } else { "es" },
+            len.as_millis(),
+            fmt_secs(from)
+        ),
+    }
+}
+
 /// Seconds as the table shows a duration: "2", "0.075".
 fn fmt_secs(d: Duration) -> String {
     let s = format!("{:.3}", d.as_secs_f64());
@@ -587,8 +608,9 @@ fn run_in(
         f64::NAN,
     );
     r.target = format!(
-        "latency baseline; sent late p99 {} ms",
-        fmt_ms(hello_open.late_pct_ms(0.99))
+        "latency baseline; sent late p99 {} ms; {}",
+        fmt_ms(hello_open.late_pct_ms(0.99)),
+        fmt_spells(&hello_open)
     );
     rows.push(r);
 
@@ -851,7 +873,8 @@ fn run_in(
             let p99 = open.pct_ms(0.99);
             let (shown, met) = against(p99, if p99 < 10.0 { 2 } else { 1 }, |ms| ms < 20.0);
             r.target = format!(
-                "p99 {shown} ms (< 20 ms): {met}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
+                "p99 {shown} ms (< 20 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
+                fmt_spells(&open),
                 fmt_ms(open.late_pct_ms(0.99)),
                 fmt_ms(hello_open.pct_ms(0.99)),
                 fmt_ms(fsync.pct_ms(0.99))
@@ -872,9 +895,10 @@ fn run_in(
         );
         if let Some(r) = m.rows.last_mut() {
             r.target = format!(
-                "p99 {} ms (no target); sent late p99 {} ms",
+                "p99 {} ms (no target); sent late p99 {} ms; {}",
                 fmt_ms(half.pct_ms(0.99)),
-                fmt_ms(half.late_pct_ms(0.99))
+                fmt_ms(half.late_pct_ms(0.99)),
+                fmt_spells(&half)
             );
         }
     }
@@ -1212,7 +1236,7 @@ fn run_in(
 
 #[cfg(test)]
 mod tests {
-    use super::{against, fmt_secs, numbered_from, Source};
+    use super::{against, fmt_secs, fmt_spells, numbered_from, Source, Stats};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -1229,6 +1253,26 @@ mod tests {
         assert_eq!(path(&second, 3, 0), path(&source, 3, 1 << 24));
         assert_eq!(path(&second, 0, 7), path(&source, 0, (1 << 24) + 7));
         assert_ne!(path(&second, 3, 0), path(&source, 3, 0));
+    }
+
+    #[test]
+    fn an_open_loops_slow_requests_are_described_with_their_stretches() {
+        let stats = |intervals: Vec<(u32, u32)>| Stats {
+            intervals,
+            ..Stats::default()
+        };
+        assert_eq!(
+            fmt_spells(&stats(vec![(100, 1), (100, 0)])),
+            "over 20 ms: 0.50% of requests, no stretch of mostly slow ones"
+        );
+        assert_eq!(
+            fmt_spells(&stats(vec![(100, 60), (100, 0), (100, 0), (50, 50), (50, 50)])),
+            "over 20 ms: 40.00% of requests, 2 stretches of mostly slow ones (longest 100 ms from 0.15 s)"
+        );
+        assert_eq!(
+            fmt_spells(&stats(vec![(10, 0), (10, 10)])),
+            "over 20 ms: 50.00% of requests, 1 stretch of mostly slow ones (longest 50 ms from 0.05 s)"
+        );
     }
 
     #[test]
