@@ -157,12 +157,17 @@ unsafe fn write_gathered(f: *mut ffi::sqlite3_file) -> c_int {
     rc
 }
 
+/// Calls the wrapped file's `$method`; without one, answers `$default` (`SQLITE_OK` unless
+/// given).
 macro_rules! forward {
-    ($f:expr, $method:ident $(, $arg:expr)*) => {
+    ($f:expr, $method:ident or $default:expr $(, $arg:expr)*) => {
         match methods($f).$method {
             Some(m) => m(real($f) $(, $arg)*),
-            None => ffi::SQLITE_OK,
+            None => $default,
         }
+    };
+    ($f:expr, $method:ident $(, $arg:expr)*) => {
+        forward!($f, $method or ffi::SQLITE_OK $(, $arg)*)
     };
 }
 
@@ -247,24 +252,18 @@ unsafe extern "C" fn check_reserved_lock(f: *mut ffi::sqlite3_file, out: *mut c_
 }
 
 unsafe extern "C" fn file_control(f: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
-    after_gathered(f, || match methods(f).xFileControl {
-        Some(m) => m(real(f), op, arg),
-        None => ffi::SQLITE_NOTFOUND,
-    })
+    after_gathered(
+        f,
+        || forward!(f, xFileControl or ffi::SQLITE_NOTFOUND, op, arg),
+    )
 }
 
 unsafe extern "C" fn sector_size(f: *mut ffi::sqlite3_file) -> c_int {
-    match methods(f).xSectorSize {
-        Some(m) => m(real(f)),
-        None => 4096,
-    }
+    forward!(f, xSectorSize or 4096)
 }
 
 unsafe extern "C" fn device_characteristics(f: *mut ffi::sqlite3_file) -> c_int {
-    match methods(f).xDeviceCharacteristics {
-        Some(m) => m(real(f)),
-        None => 0,
-    }
+    forward!(f, xDeviceCharacteristics or 0)
 }
 
 unsafe extern "C" fn shm_map(
@@ -274,10 +273,7 @@ unsafe extern "C" fn shm_map(
     extend: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    match methods(f).xShmMap {
-        Some(m) => m(real(f), region, size, extend, out),
-        None => ffi::SQLITE_IOERR_SHMMAP,
-    }
+    forward!(f, xShmMap or ffi::SQLITE_IOERR_SHMMAP, region, size, extend, out)
 }
 
 unsafe extern "C" fn shm_lock(
@@ -286,10 +282,7 @@ unsafe extern "C" fn shm_lock(
     n: c_int,
     flags: c_int,
 ) -> c_int {
-    match methods(f).xShmLock {
-        Some(m) => m(real(f), offset, n, flags),
-        None => ffi::SQLITE_IOERR_SHMLOCK,
-    }
+    forward!(f, xShmLock or ffi::SQLITE_IOERR_SHMLOCK, offset, n, flags)
 }
 
 unsafe extern "C" fn shm_barrier(f: *mut ffi::sqlite3_file) {
