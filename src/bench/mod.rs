@@ -166,7 +166,7 @@ impl ChildProc {
                     let _ = tx.send(rest.trim().to_string());
                 }
                 if let Ok(mut l) = sink.lock() {
-                    if l.len() < 1000 {
+                    if l.len() < 20_000 {
                         l.push(line);
                     }
                 }
@@ -192,6 +192,19 @@ impl ChildProc {
 
     fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// How many log lines the child has written so far (see `log_since`).
+    fn log_len(&self) -> usize {
+        self.log.lock().map_or(0, |l| l.len())
+    }
+
+    /// `f` applied to the log lines written since `log_len` returned `from`.
+    fn log_since<T>(&self, from: usize, f: impl FnOnce(&[String]) -> T) -> T {
+        match self.log.lock() {
+            Ok(l) => f(&l[from.min(l.len())..]),
+            Err(_) => f(&[]),
+        }
     }
 
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
@@ -374,6 +387,40 @@ fn fmt_spells(s: &Stats) -> String {
             if spells.count == 1 { "" } else { "es" },
             len.as_millis(),
             fmt_secs(from)
+        ),
+    }
+}
+
+/// A server log line about a slow write transaction ("slow write transaction: 117 ms for 58
+/// writes (0 ms of it waiting for the write lock, 117 ms in COMMIT)"): its milliseconds in all
+/// and in COMMIT (the commit's WAL writes and fsync).
+fn slow_transaction_ms(line: &str) -> Option<(u64, u64)> {
+    let rest = line.split("slow write transaction: ").nth(1)?;
+    let total = rest.split(' ').next()?.parse().ok()?;
+    let commit = rest
+        .split("write lock, ")
+        .nth(1)?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()?;
+    Some((total, commit))
+}
+
+/// The server's write transactions over 50 ms (it logs each) among `lines`, the log lines written
+/// during one open loop: a stall of the disk or of the writer shows here, one of the whole
+/// machine in the hello server's own open loop.
+fn fmt_slow_commits(lines: &[String]) -> String {
+    let slow: Vec<(u64, u64)> = lines
+        .iter()
+        .filter_map(|l| slow_transaction_ms(l))
+        .collect();
+    match slow.iter().max() {
+        None => "no server write transaction over 50 ms in it".to_string(),
+        Some((total, commit)) => format!(
+            "{} server write transaction{} over 50 ms in it (longest {total} ms, {commit} in COMMIT)",
+            slow.len(),
+            if slow.len() == 1 { "" } else { "s" }
         ),
     }
 }
@@ -858,6 +905,7 @@ fn run_in(
         );
         m.rows.push(r);
         let open_rate = (single.req_rate() * 0.8).max(10.0);
+        let log_at = server.log_len();
         let open = m.measure(
             format!(
                 "single events, open loop {} req/s (80%)",
@@ -873,8 +921,9 @@ fn run_in(
             let p99 = open.pct_ms(0.99);
             let (shown, met) = against(p99, if p99 < 10.0 { 2 } else { 1 }, |ms| ms < 20.0);
             r.target = format!(
-                "p99 {shown} ms (< 20 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
+                "p99 {shown} ms (< 20 ms): {met}; {}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
                 fmt_spells(&open),
+                server.log_since(log_at, fmt_slow_commits),
                 fmt_ms(open.late_pct_ms(0.99)),
                 fmt_ms(hello_open.pct_ms(0.99)),
                 fmt_ms(fsync.pct_ms(0.99))
@@ -882,6 +931,7 @@ fn run_in(
         }
         // The same at half the maximum: how much of the tail is queueing near saturation.
         let half_rate = (single.req_rate() * 0.5).max(10.0);
+        let log_at = server.log_len();
         let half = m.measure(
             format!(
                 "single events, open loop {} req/s (50%)",
@@ -895,10 +945,11 @@ fn run_in(
         );
         if let Some(r) = m.rows.last_mut() {
             r.target = format!(
-                "p99 {} ms (no target); sent late p99 {} ms; {}",
+                "p99 {} ms (no target); sent late p99 {} ms; {}; {}",
                 fmt_ms(half.pct_ms(0.99)),
                 fmt_ms(half.late_pct_ms(0.99)),
-                fmt_spells(&half)
+                fmt_spells(&half),
+                server.log_since(log_at, fmt_slow_commits)
             );
         }
     }
@@ -1095,16 +1146,13 @@ fn run_in(
         let strip = |l: &str| l.rsplit("] ").next().unwrap_or(l).to_string();
         let slow: Vec<&String> = lines
             .iter()
-            .filter(|l| l.contains("slow write transaction"))
+            .filter(|l| slow_transaction_ms(l).is_some())
             .collect();
         if let Some(first) = slow.first() {
-            let ms = |l: &&&String| {
-                l.split("transaction: ")
-                    .nth(1)
-                    .and_then(|r| r.split(' ').next())
-                    .and_then(|n| n.parse::<u64>().ok())
-            };
-            let worst = slow.iter().max_by_key(ms).unwrap_or(first);
+            let worst = slow
+                .iter()
+                .max_by_key(|l| slow_transaction_ms(l))
+                .unwrap_or(first);
             notes.push(format!(
                 "server: {} slow write transactions (> 50 ms); first: {}; worst: {}",
                 slow.len(),
@@ -1236,7 +1284,10 @@ fn run_in(
 
 #[cfg(test)]
 mod tests {
-    use super::{against, fmt_secs, fmt_spells, numbered_from, Source, Stats};
+    use super::{
+        against, fmt_secs, fmt_slow_commits, fmt_spells, numbered_from, slow_transaction_ms,
+        Source, Stats,
+    };
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -1272,6 +1323,39 @@ mod tests {
         assert_eq!(
             fmt_spells(&stats(vec![(10, 0), (10, 10)])),
             "over 20 ms: 50.00% of requests, 1 stretch of mostly slow ones (longest 50 ms from 0.05 s)"
+        );
+    }
+
+    #[test]
+    fn the_servers_slow_commits_during_a_loop_are_counted_from_its_log() {
+        let line = |total: u64, commit: u64| {
+            format!(
+                "12:00:01 [WARN] slow write transaction: {total} ms for 58 writes (0 ms of it waiting for the write lock, {commit} ms in COMMIT)"
+            )
+        };
+        assert_eq!(slow_transaction_ms(&line(117, 96)), Some((117, 96)));
+        assert_eq!(
+            slow_transaction_ms("12:00:01 [INFO] ready: serving https://x"),
+            None
+        );
+        assert_eq!(slow_transaction_ms("slow write transaction: soon"), None);
+        let lines = vec![
+            line(60, 60),
+            "12:00:02 [INFO] something else".to_string(),
+            line(549, 540),
+            line(75, 10),
+        ];
+        assert_eq!(
+            fmt_slow_commits(&lines),
+            "3 server write transactions over 50 ms in it (longest 549 ms, 540 in COMMIT)"
+        );
+        assert_eq!(
+            fmt_slow_commits(&lines[..1]),
+            "1 server write transaction over 50 ms in it (longest 60 ms, 60 in COMMIT)"
+        );
+        assert_eq!(
+            fmt_slow_commits(&lines[1..2]),
+            "no server write transaction over 50 ms in it"
         );
     }
 
