@@ -152,6 +152,19 @@ const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_milli
 /// A write transaction taking longer than this is logged (a warning: it holds up every request
 /// in its group).
 const SLOW_TRANSACTION: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The log line for a write transaction over `SLOW_TRANSACTION`; the benchmark reads these lines
+/// back from the server's log (`bench::slow_transaction_ms`), so both take the format from here.
+pub(crate) fn slow_transaction_message(
+    total_ms: u128,
+    writes: usize,
+    lock_wait_ms: u128,
+    commit_ms: u128,
+) -> String {
+    format!(
+        "slow write transaction: {total_ms} ms for {writes} writes ({lock_wait_ms} ms of it waiting for the write lock, {commit_ms} ms in COMMIT)"
+    )
+}
 /// ... and once the WAL holds more than this many bytes of frames, asks the writer to restart it
 /// from the beginning (see `Checkpointer`). After a restart the WAL file is truncated back to four
 /// times this (`journal_size_limit`): in steady state the file is reused without truncating it
@@ -708,10 +721,13 @@ fn run_transaction(
     let took = started.elapsed();
     if took > SLOW_TRANSACTION {
         log::warn!(
-            "slow write transaction: {} ms for {group} writes ({} ms of it waiting for the write lock, {} ms in COMMIT)",
-            took.as_millis(),
-            lock_wait.as_millis(),
-            (took - ran).as_millis()
+            "{}",
+            slow_transaction_message(
+                took.as_millis(),
+                group,
+                lock_wait.as_millis(),
+                (took - ran).as_millis()
+            )
         );
     }
     if commit.is_ok() && !failed {
