@@ -392,35 +392,52 @@ fn fmt_spells(s: &Stats) -> String {
 }
 
 /// A server log line about a slow write transaction ("slow write transaction: 117 ms for 58
-/// writes (0 ms of it waiting for the write lock, 117 ms in COMMIT)"): its milliseconds in all
-/// and in COMMIT (the commit's WAL writes and fsync).
-fn slow_transaction_ms(line: &str) -> Option<(u64, u64)> {
+/// writes (0 ms of it waiting for the write lock, 117 ms in COMMIT, 116 ms of that in the WAL's
+/// fsync)"): its milliseconds in all, in COMMIT (the commit's WAL writes and fsync) and in the
+/// fsync alone (`None` from a server binary whose line does not say).
+fn slow_transaction_ms(line: &str) -> Option<SlowTransaction> {
     let rest = line.split("slow write transaction: ").nth(1)?;
     let total = rest.split(' ').next()?.parse().ok()?;
-    let commit = rest
-        .split("write lock, ")
-        .nth(1)?
-        .split(' ')
-        .next()?
-        .parse()
-        .ok()?;
-    Some((total, commit))
+    let after_lock = rest.split("write lock, ").nth(1)?;
+    let commit = after_lock.split(' ').next()?.parse().ok()?;
+    let fsync = after_lock
+        .split("in COMMIT, ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next()?.parse().ok());
+    Some(SlowTransaction {
+        total,
+        commit,
+        fsync,
+    })
+}
+
+/// A slow write transaction's milliseconds, as its log line gives them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct SlowTransaction {
+    total: u64,
+    commit: u64,
+    fsync: Option<u64>,
 }
 
 /// The server's write transactions over 50 ms (it logs each) among `lines`, the log lines written
-/// during one open loop: a stall of the disk or of the writer shows here, one of the whole
-/// machine in the hello server's own open loop.
+/// during one open loop: a stall of the disk shows here as time in the WAL's fsync, one of the
+/// whole machine in the hello server's own open loop.
 fn fmt_slow_commits(lines: &[String]) -> String {
-    let slow: Vec<(u64, u64)> = lines
+    let slow: Vec<SlowTransaction> = lines
         .iter()
         .filter_map(|l| slow_transaction_ms(l))
         .collect();
     match slow.iter().max() {
         None => "no server write transaction over 50 ms in it".to_string(),
-        Some((total, commit)) => format!(
-            "{} server write transaction{} over 50 ms in it (longest {total} ms, {commit} in COMMIT)",
+        Some(t) => format!(
+            "{} server write transaction{} over 50 ms in it (longest {} ms, {} in COMMIT{})",
             slow.len(),
-            if slow.len() == 1 { "" } else { "s" }
+            if slow.len() == 1 { "" } else { "s" },
+            t.total,
+            t.commit,
+            t.fsync
+                .map(|ms| format!(", {ms} of that in the WAL's fsync"))
+                .unwrap_or_default()
         ),
     }
 }
@@ -1144,7 +1161,7 @@ fn run_in(
     server.stop().map_err(|e| format!("server: {e}"))?;
     if let Ok(lines) = log.lock() {
         let strip = |l: &str| l.rsplit("] ").next().unwrap_or(l).to_string();
-        let slow: Vec<((u64, u64), &String)> = lines
+        let slow: Vec<(SlowTransaction, &String)> = lines
             .iter()
             .filter_map(|l| slow_transaction_ms(l).map(|ms| (ms, l)))
             .collect();
@@ -1284,7 +1301,7 @@ fn run_in(
 mod tests {
     use super::{
         against, fmt_secs, fmt_slow_commits, fmt_spells, numbered_from, slow_transaction_ms,
-        Source, Stats,
+        SlowTransaction, Source, Stats,
     };
     use std::sync::Arc;
     use std::time::Duration;
@@ -1327,31 +1344,50 @@ mod tests {
     #[test]
     fn the_servers_slow_commits_during_a_loop_are_counted_from_its_log() {
         // The line as the server's writer logs it, behind simplelog's time and level.
-        let line = |total: u64, commit: u64| {
+        let line = |total: u64, commit: u64, fsync: u64| {
             format!(
                 "12:00:01 [WARN] {}",
-                crate::store::slow_transaction_message(total.into(), 58, 0, commit.into())
+                crate::store::slow_transaction_message(
+                    total.into(),
+                    58,
+                    0,
+                    commit.into(),
+                    fsync.into()
+                )
             )
         };
-        assert_eq!(slow_transaction_ms(&line(117, 96)), Some((117, 96)));
+        let slow = |total, commit, fsync| SlowTransaction {
+            total,
+            commit,
+            fsync,
+        };
+        assert_eq!(
+            slow_transaction_ms(&line(117, 96, 95)),
+            Some(slow(117, 96, Some(95)))
+        );
+        // An older server's line, without the fsync's share.
+        assert_eq!(
+            slow_transaction_ms("slow write transaction: 117 ms for 58 writes (0 ms of it waiting for the write lock, 96 ms in COMMIT)"),
+            Some(slow(117, 96, None))
+        );
         assert_eq!(
             slow_transaction_ms("12:00:01 [INFO] ready: serving https://x"),
             None
         );
         assert_eq!(slow_transaction_ms("slow write transaction: soon"), None);
         let lines = vec![
-            line(60, 60),
+            line(60, 60, 59),
             "12:00:02 [INFO] something else".to_string(),
-            line(549, 540),
-            line(75, 10),
+            line(549, 540, 538),
+            line(75, 10, 0),
         ];
         assert_eq!(
             fmt_slow_commits(&lines),
-            "3 server write transactions over 50 ms in it (longest 549 ms, 540 in COMMIT)"
+            "3 server write transactions over 50 ms in it (longest 549 ms, 540 in COMMIT, 538 of that in the WAL's fsync)"
         );
         assert_eq!(
             fmt_slow_commits(&lines[..1]),
-            "1 server write transaction over 50 ms in it (longest 60 ms, 60 in COMMIT)"
+            "1 server write transaction over 50 ms in it (longest 60 ms, 60 in COMMIT, 59 of that in the WAL's fsync)"
         );
         assert_eq!(
             fmt_slow_commits(&lines[1..2]),

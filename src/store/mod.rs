@@ -160,9 +160,10 @@ pub(crate) fn slow_transaction_message(
     writes: usize,
     lock_wait_ms: u128,
     commit_ms: u128,
+    sync_ms: u128,
 ) -> String {
     format!(
-        "slow write transaction: {total_ms} ms for {writes} writes ({lock_wait_ms} ms of it waiting for the write lock, {commit_ms} ms in COMMIT)"
+        "slow write transaction: {total_ms} ms for {writes} writes ({lock_wait_ms} ms of it waiting for the write lock, {commit_ms} ms in COMMIT, {sync_ms} ms of that in the WAL's fsync)"
     )
 }
 /// ... and once the WAL holds more than this many bytes of frames, asks the writer to restart it
@@ -665,6 +666,8 @@ fn run_transaction(
     commits: &AtomicU64,
 ) {
     let started = std::time::Instant::now();
+    // Counted from here: what the transaction's COMMIT spends syncing the WAL.
+    walvfs::take_sync_time();
     let group = jobs.len();
     let alone = jobs.len() == 1;
     // Savepoints are needed only when a job may fail on its own in a group of several.
@@ -719,6 +722,7 @@ fn run_transaction(
         })
     };
     let took = started.elapsed();
+    let synced = walvfs::take_sync_time();
     if took > SLOW_TRANSACTION {
         log::warn!(
             "{}",
@@ -726,7 +730,8 @@ fn run_transaction(
                 took.as_millis(),
                 group,
                 lock_wait.as_millis(),
-                (took - ran).as_millis()
+                (took - ran).as_millis(),
+                synced.as_millis()
             )
         );
     }

@@ -16,8 +16,10 @@
 //! sees the file other than as its own writes left it. Only the WAL is wrapped: the database file
 //! and the others keep `unix`'s own methods untouched.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use rusqlite::ffi;
 
@@ -231,8 +233,27 @@ unsafe extern "C" fn truncate(f: *mut ffi::sqlite3_file, size: i64) -> c_int {
     after_gathered(f, || forward!(f, xTruncate, size))
 }
 
+thread_local! {
+    /// Time this thread has spent in the WAL's own sync (its fsync, not the writes gathered before
+    /// it) since `take_sync_time` last ran.
+    static SYNC_TIME: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+}
+
+/// The time the calling thread spent syncing WAL files since it last asked, and starts counting
+/// again: the writer asks around each transaction, so that a slow commit's log line tells a
+/// stall of the disk (the fsync) from one of the process.
+pub fn take_sync_time() -> Duration {
+    SYNC_TIME.with(|t| t.replace(Duration::ZERO))
+}
+
 unsafe extern "C" fn sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    after_gathered(f, || forward!(f, xSync, flags))
+    after_gathered(f, || {
+        let started = Instant::now();
+        let rc = forward!(f, xSync, flags);
+        let took = started.elapsed();
+        SYNC_TIME.with(|t| t.set(t.get() + took));
+        rc
+    })
 }
 
 unsafe extern "C" fn file_size(f: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
@@ -372,6 +393,26 @@ mod tests {
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_commits_fsync_of_the_wal_is_timed_on_the_committing_thread() {
+        let dir = TempDir::new("walvfs-sync");
+        let w = super::super::open_connection(&dir.join("t.db")).unwrap();
+        w.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
+            .unwrap();
+        super::take_sync_time();
+        // A read syncs nothing.
+        assert_eq!(sum_and_count(&w), (0, 0));
+        assert_eq!(super::take_sync_time(), std::time::Duration::ZERO);
+        // A commit at synchronous=FULL syncs the WAL once at least, and the time is this
+        // thread's: another thread's count is untouched, and taking it starts again from zero.
+        w.execute("INSERT INTO t(v) VALUES (randomblob(100))", [])
+            .unwrap();
+        let other = std::thread::spawn(super::take_sync_time).join().unwrap();
+        assert_eq!(other, std::time::Duration::ZERO);
+        assert!(super::take_sync_time() > std::time::Duration::ZERO);
+        assert_eq!(super::take_sync_time(), std::time::Duration::ZERO);
     }
 
     #[test]
