@@ -149,23 +149,6 @@ const MAX_READERS: usize = 4;
 /// latencies; after 50 ms, 4-5 ms. The cost is hot pages copied more often (the checkpointer's
 /// CPU went from about 0.8 to 1.5 us per single event).
 const CHECKPOINT_INTERVAL: std::time::Duration = std::time::Duration::from_millis(50);
-/// A write transaction taking longer than this is logged (a warning: it holds up every request
-/// in its group).
-const SLOW_TRANSACTION: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// The log line for a write transaction over `SLOW_TRANSACTION`; the benchmark reads these lines
-/// back from the server's log (`bench::slow_transaction_ms`), so both take the format from here.
-pub(crate) fn slow_transaction_message(
-    total_ms: u128,
-    writes: usize,
-    lock_wait_ms: u128,
-    commit_ms: u128,
-    sync_ms: u128,
-) -> String {
-    format!(
-        "slow write transaction: {total_ms} ms for {writes} writes ({lock_wait_ms} ms of it waiting for the write lock, {commit_ms} ms in COMMIT, {sync_ms} ms of that in the WAL's fsync)"
-    )
-}
 /// ... and once the WAL holds more than this many bytes of frames, asks the writer to restart it
 /// from the beginning (see `Checkpointer`). After a restart the WAL file is truncated back to four
 /// times this (`journal_size_limit`): in steady state the file is reused without truncating it
@@ -656,6 +639,24 @@ fn gather(rx: &mut mpsc::Receiver<Job>, jobs: &mut Vec<Job>, held: &mut Option<J
             Err(_) => break,
         }
     }
+}
+
+/// A write transaction taking longer than this is logged (a warning: it holds up every request
+/// in its group).
+const SLOW_TRANSACTION: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The log line for a write transaction over `SLOW_TRANSACTION`; the benchmark reads these lines
+/// back from the server's log (`bench::slow_transaction_ms`), so both take the format from here.
+pub(crate) fn slow_transaction_message(
+    total_ms: u128,
+    writes: usize,
+    lock_wait_ms: u128,
+    commit_ms: u128,
+    sync_ms: u128,
+) -> String {
+    format!(
+        "slow write transaction: {total_ms} ms for {writes} writes ({lock_wait_ms} ms of it waiting for the write lock, {commit_ms} ms in COMMIT, {sync_ms} ms of that in the WAL's fsync)"
+    )
 }
 
 /// Runs `jobs` in one write transaction and tells each how it ended.
