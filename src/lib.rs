@@ -17,6 +17,7 @@ pub mod reputation;
 pub mod router;
 pub mod secrets;
 pub mod server;
+pub mod state;
 pub mod store;
 #[cfg(test)]
 mod testdir;

@@ -3,93 +3,29 @@
 
 use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
-use hyper::header::{CONTENT_LENGTH, HOST};
+use hyper::header::CONTENT_LENGTH;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{HeaderMap, Method, Request, Response};
+use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
-use crate::config::{Limits, ServerConfig, TlsSource};
+use crate::config::{ServerConfig, TlsSource};
 use crate::error::{EnfError, MgmtError};
 use crate::http::{Body, Query};
 use crate::reputation::ReputationHandle;
 use crate::router::{self, Interface, Route, RouteError};
+use crate::state::{AppState, RequestCtx};
 use crate::store::{Store, StoreError};
 use crate::transport::Transport;
-
-/// Shared state of a running server.
-pub struct AppState {
-    pub store: Store,
-    pub reputation: Arc<ReputationHandle>,
-    /// `--public-url` without a trailing slash.
-    pub public_url: Option<String>,
-    /// `https` or `http`.
-    pub scheme: &'static str,
-    pub local_addr: SocketAddr,
-    pub limits: Limits,
-    /// `--cloud-limits`.
-    pub rate: crate::ratelimit::RateLimiter,
-    /// Pages of the domain lists served since the database last changed.
-    pub pages: crate::enforcement::page_cache::PageCache,
-    /// Where large event batches are validated.
-    pub bulk: crate::bulk::BulkPool,
-}
-
-impl AppState {
-    /// Base URL for absolute links: `--public-url`, else the request's Host and our scheme.
-    pub fn base_url(&self, headers: &HeaderMap) -> String {
-        if let Some(u) = &self.public_url {
-            return u.clone();
-        }
-        // SECURITY: only a plausible host[:port] is echoed into links; anything else is replaced
-        // by the listener's own address.
-        let host = headers
-            .get(HOST)
-            .and_then(|h| h.to_str().ok())
-            .filter(|h| {
-                !h.is_empty()
-                    && h.len() <= 261
-                    && h.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
-            })
-            .map(str::to_string)
-            .unwrap_or_else(|| self.local_addr.to_string());
-        format!("{}://{}", self.scheme, host)
-    }
-}
-
-/// What a handler knows of its request besides the body.
-pub struct RequestCtx {
-    pub method: Method,
-    pub query: Query,
-    pub headers: HeaderMap,
-    /// Request id (the management interface's `txId`); empty for the enforcement interface.
-    pub tx_id: String,
-}
-
-/// Hands memory freed by a large request back to the system, in the background. glibc keeps
-/// freed small blocks in its arenas, and after a 1 MiB batch has been parsed into thousands of
-/// small allocations on several threads, that kept memory would otherwise set the process's
-/// resident size for good.
-pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    tokio::task::spawn_blocking(|| {
-        // SAFETY: malloc_trim only returns free memory to the system.
-        unsafe {
-            libc::malloc_trim(0);
-        }
-    });
-}
 
 /// Runs the server on an already-bound listener until `shutdown` resolves, then stops accepting,
 /// lets in-flight requests finish (within `limits.shutdown_grace`) and closes the database.

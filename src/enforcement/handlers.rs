@@ -12,7 +12,7 @@ use serde::Serialize;
 use crate::error::EnfError;
 use crate::http::{is_json_content_type, json_response, no_content, query_encode, Body};
 use crate::router::EnfEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::domains::{self, PreparedBatch, PreparedEvent};
 use crate::store::tenants::resolve_customer_key;
 use crate::store::{Statements, StoreError, WriteMode, WriterCache};
@@ -250,7 +250,7 @@ async fn post_events(
     };
     let stored = state.store.write_events(mode, write).await;
     if n_events >= ALONE_EVENTS {
-        crate::server::release_freed_memory();
+        crate::state::release_freed_memory();
     }
     let added = match stored {
         Ok((Some(added), _given)) => added,

@@ -13,7 +13,7 @@ use super::common::{
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::devices::{self as store, ApplianceSettings, ApplianceState, NewAppliance};
 use crate::timefmt::{now, rfc3339};
 

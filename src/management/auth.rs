@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use hyper::header::AUTHORIZATION;
 
 use crate::error::MgmtError;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::tenants::{find_credential, Scope};
 
 /// Remembered verifications: api key -> (stored hash, secret that verified against it).

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use crate::error::MgmtError;
 use crate::http::{is_json_content_type, json, Body};
-use crate::server::RequestCtx;
+use crate::state::RequestCtx;
 
 /// Default page size of management lists.
 pub const DEFAULT_LIMIT: i64 = 100;
@@ -227,7 +227,7 @@ pub type Checked<T> = crate::store::Result<Result<T, MgmtError>>;
 /// than a foreign key failure, a 500). Existing is enough to be still in scope: organization ids
 /// are never reused (AUTOINCREMENT) and an organization never changes its parent.
 pub async fn write_org<T: Send + 'static>(
-    state: &crate::server::AppState,
+    state: &crate::state::AppState,
     org: i64,
     f: impl FnOnce(&rusqlite::Connection) -> Checked<T> + Send + 'static,
 ) -> Result<T, MgmtError> {
@@ -237,7 +237,7 @@ pub async fn write_org<T: Send + 'static>(
 /// Like [`write_org`], for a write of one addressed item that returns it: 200 with its record,
 /// or 404 when the organization has no such item.
 pub async fn write_org_found<T: serde::Serialize + Send + 'static>(
-    state: &crate::server::AppState,
+    state: &crate::state::AppState,
     org: i64,
     f: impl FnOnce(&rusqlite::Connection) -> crate::store::Result<Option<T>> + Send + 'static,
 ) -> Result<Response<Body>, MgmtError> {
@@ -277,7 +277,7 @@ pub fn found<T: serde::Serialize>(rec: Option<T>) -> Result<Response<Body>, Mgmt
 
 /// 200 with one page of a list that `f(conn, limit, offset)` reads, paged per [`paging`].
 pub async fn list_page<T: serde::Serialize + Send + 'static>(
-    state: &crate::server::AppState,
+    state: &crate::state::AppState,
     ctx: &RequestCtx,
     f: impl FnOnce(&rusqlite::Connection, i64, i64) -> crate::store::Result<Vec<T>> + Send + 'static,
 ) -> Result<Response<Body>, MgmtError> {

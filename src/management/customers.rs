@@ -12,7 +12,7 @@ use super::common::{object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::customers::{self as store, CustomerRecord};
 use crate::store::tenants::{OrgFields, Parent, Scope};
 use crate::timefmt::now;

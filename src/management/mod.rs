@@ -24,7 +24,7 @@ use hyper::Response;
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 
 pub async fn handle(
     state: &AppState,

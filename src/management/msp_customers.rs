@@ -11,7 +11,7 @@ use super::customers::MAX_SEATS;
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::customers::{self as store, MspCustomerRecord};
 use crate::store::tenants::{OrgFields, Parent, Scope};
 use crate::timefmt::now;

@@ -9,7 +9,7 @@ use super::common::{found, ok, paging, write_org_found, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::devices::{self as store, NewNetwork};
 
 /// Observed values of a network's `status`.

@@ -10,7 +10,7 @@ use super::common::{found, object_body, ok, paging, write_org_found, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::devices::{self as store, NewRoamingComputer, RoamingFilter};
 
 /// Observed values of a roaming computer's `status`.

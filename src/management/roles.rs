@@ -12,7 +12,7 @@ use super::common::list_page;
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 
 /// A role as the management interface answers it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -15,7 +15,7 @@ use super::common::{
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::sites::{self as store, SiteRecord};
 use crate::timefmt::now;
 

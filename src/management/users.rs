@@ -16,7 +16,7 @@ use super::timezones;
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
-use crate::server::{AppState, RequestCtx};
+use crate::state::{AppState, RequestCtx};
 use crate::store::users::{self as store, UserFields, UserRecord};
 use crate::timefmt::now;
 

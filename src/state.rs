@@ -1,0 +1,78 @@
+//! What a handler is given: the server's shared state (`AppState`) and what it knows of its
+//! request besides the body (`RequestCtx`). Kept apart from `server.rs` so that handlers depend
+//! on this small module, not on the listener that calls them.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use hyper::header::HOST;
+use hyper::{HeaderMap, Method};
+
+use crate::config::Limits;
+use crate::http::Query;
+use crate::reputation::ReputationHandle;
+use crate::store::Store;
+
+/// Shared state of a running server.
+pub struct AppState {
+    pub store: Store,
+    pub reputation: Arc<ReputationHandle>,
+    /// `--public-url` without a trailing slash.
+    pub public_url: Option<String>,
+    /// `https` or `http`.
+    pub scheme: &'static str,
+    pub local_addr: SocketAddr,
+    pub limits: Limits,
+    /// `--cloud-limits`.
+    pub rate: crate::ratelimit::RateLimiter,
+    /// Pages of the domain lists served since the database last changed.
+    pub pages: crate::enforcement::page_cache::PageCache,
+    /// Where large event batches are validated.
+    pub bulk: crate::bulk::BulkPool,
+}
+
+impl AppState {
+    /// Base URL for absolute links: `--public-url`, else the request's Host and our scheme.
+    pub fn base_url(&self, headers: &HeaderMap) -> String {
+        if let Some(u) = &self.public_url {
+            return u.clone();
+        }
+        // SECURITY: only a plausible host[:port] is echoed into links; anything else is replaced
+        // by the listener's own address.
+        let host = headers
+            .get(HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| {
+                !h.is_empty()
+                    && h.len() <= 261
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+            })
+            .map(str::to_string)
+            .unwrap_or_else(|| self.local_addr.to_string());
+        format!("{}://{}", self.scheme, host)
+    }
+}
+
+/// What a handler knows of its request besides the body.
+pub struct RequestCtx {
+    pub method: Method,
+    pub query: Query,
+    pub headers: HeaderMap,
+    /// Request id (the management interface's `txId`); empty for the enforcement interface.
+    pub tx_id: String,
+}
+
+/// Hands memory freed by a large request back to the system, in the background. glibc keeps
+/// freed small blocks in its arenas, and after a 1 MiB batch has been parsed into thousands of
+/// small allocations on several threads, that kept memory would otherwise set the process's
+/// resident size for good.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    tokio::task::spawn_blocking(|| {
+        // SAFETY: malloc_trim only returns free memory to the system.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+    });
+}
