@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::enforcement::event::FieldError;
 use crate::http::{json, Body};
+use crate::store::StoreError;
 
 /// Errors of the enforcement interface (`/1.0/`), body
 /// `{"code", "message", ["errors"], "statusCode"}`.
@@ -31,6 +32,9 @@ pub enum EnfError {
     /// 429 with a Retry-After in seconds: the request would add more new domains than the key's
     /// budget holds now (`--cloud-limits`).
     TooManyNewDomains(u64),
+    /// 503 with a Retry-After in seconds: the storage cannot take the request now (disk full, I/O
+    /// error, writer restarting) or the server is over a budget; nothing of it was stored.
+    Unavailable(u64),
     /// 500; details are logged where they happen.
     Internal,
 }
@@ -48,6 +52,7 @@ impl EnfError {
             EnfError::TooManyRequests(_) | EnfError::TooManyNewDomains(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
+            EnfError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             EnfError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -62,6 +67,7 @@ impl EnfError {
             EnfError::MethodNotAllowed(_) => "MethodNotAllowed",
             EnfError::UnsupportedMediaType => "UnsupportedMediaType",
             EnfError::TooManyRequests(_) | EnfError::TooManyNewDomains(_) => "TooManyRequests",
+            EnfError::Unavailable(_) => "ServiceUnavailableError",
             EnfError::Internal => "InternalError",
         }
     }
@@ -80,6 +86,7 @@ impl EnfError {
             EnfError::TooManyNewDomains(_) => {
                 "Too many new domains: at most 200 a minute for a customer key".into()
             }
+            EnfError::Unavailable(_) => UNAVAILABLE.into(),
             EnfError::Internal => "Internal error".into(),
         }
     }
@@ -97,7 +104,9 @@ impl EnfError {
             EnfError::MethodNotAllowed(allow) => {
                 h.insert(ALLOW, HeaderValue::from_static(allow));
             }
-            EnfError::TooManyRequests(secs) | EnfError::TooManyNewDomains(secs) => {
+            EnfError::TooManyRequests(secs)
+            | EnfError::TooManyNewDomains(secs)
+            | EnfError::Unavailable(secs) => {
                 h.insert(RETRY_AFTER, HeaderValue::from(*secs));
             }
             EnfError::TooLarge => {
@@ -172,6 +181,8 @@ pub enum MgmtError {
     Conflict(String),
     /// 415.
     UnsupportedMediaType,
+    /// 503 with a Retry-After in seconds (see `EnfError::Unavailable`).
+    Unavailable(u64),
     /// 500; details are logged where they happen.
     Internal,
 }
@@ -185,6 +196,7 @@ impl MgmtError {
             MgmtError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             MgmtError::Conflict(_) => StatusCode::CONFLICT,
             MgmtError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            MgmtError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             MgmtError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -197,6 +209,7 @@ impl MgmtError {
             MgmtError::NotFound => "Not found".into(),
             MgmtError::MethodNotAllowed(_) => "Method not allowed".into(),
             MgmtError::UnsupportedMediaType => "Content-Type must be application/json".into(),
+            MgmtError::Unavailable(_) => UNAVAILABLE.into(),
             MgmtError::Internal => "Internal error".into(),
         }
     }
@@ -234,23 +247,46 @@ impl MgmtError {
             MgmtError::TooLarge => {
                 h.insert(CONNECTION, HeaderValue::from_static("close"));
             }
+            MgmtError::Unavailable(secs) => {
+                h.insert(RETRY_AFTER, HeaderValue::from(*secs));
+            }
             _ => {}
         }
         res
     }
 }
 
-impl From<crate::store::StoreError> for MgmtError {
-    fn from(e: crate::store::StoreError) -> Self {
-        log::error!("management request failed: {e}");
-        MgmtError::Internal
+/// The message of a 503: the same words on both interfaces.
+const UNAVAILABLE: &str =
+    "The service cannot store requests right now; nothing of this request was stored. Retry later";
+
+impl From<StoreError> for MgmtError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound => MgmtError::NotFound,
+            StoreError::Conflict(m) => MgmtError::Conflict(m),
+            StoreError::Invalid(m) => MgmtError::BadRequest(m),
+            e => match e.retry_after() {
+                // The storage fault itself is logged once by the store.
+                Some(secs) => MgmtError::Unavailable(secs),
+                None => {
+                    log::error!("management request failed: {e}");
+                    MgmtError::Internal
+                }
+            },
+        }
     }
 }
 
-impl From<crate::store::StoreError> for EnfError {
-    fn from(e: crate::store::StoreError) -> Self {
-        log::error!("enforcement request failed: {e}");
-        EnfError::Internal
+impl From<StoreError> for EnfError {
+    fn from(e: StoreError) -> Self {
+        match e.retry_after() {
+            Some(secs) => EnfError::Unavailable(secs),
+            None => {
+                log::error!("enforcement request failed: {e}");
+                EnfError::Internal
+            }
+        }
     }
 }
 
@@ -269,6 +305,7 @@ mod tests {
             (EnfError::MethodNotAllowed("GET"), 405, "MethodNotAllowed"),
             (EnfError::UnsupportedMediaType, 415, "UnsupportedMediaType"),
             (EnfError::TooManyRequests(1), 429, "TooManyRequests"),
+            (EnfError::Unavailable(5), 503, "ServiceUnavailableError"),
             (EnfError::Internal, 500, "InternalError"),
         ];
         for (e, status, code) in cases {
@@ -324,6 +361,7 @@ mod tests {
                 415,
                 "Unsupported Media Type",
             ),
+            (MgmtError::Unavailable(5), 503, "Service Unavailable"),
             (MgmtError::Internal, 500, "Internal Server Error"),
         ] {
             assert_eq!(e.status().as_u16(), s);

@@ -56,10 +56,11 @@ pub async fn run(
     let url = format!("{scheme}://{local_addr}");
 
     let db_path = config.db_path();
-    let store = Store::open(&db_path).map_err(|e| format!("{}: {e}", db_path.display()))?;
+    let store = Store::open_sqlite(&db_path, crate::store::sqlite::Role::Server)
+        .map_err(|e| format!("{}: {e}", db_path.display()))?;
     if config.demo {
         let base = config.public_url.clone().unwrap_or_else(|| url.clone());
-        if let Some(creds) = crate::demo::ensure(&db_path, &config.data_dir, &base)? {
+        if let Some(creds) = crate::demo::ensure(&store, &config.data_dir, &base).await? {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&creds).unwrap_or_default()

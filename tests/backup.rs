@@ -62,8 +62,7 @@ fn names(rt: &tokio::runtime::Runtime, c: &Client, key: &str) -> Vec<String> {
 }
 
 fn org_count(dir: &Path) -> i64 {
-    parasol::store::open_migrated(&dir.join("parasol.db"))
-        .unwrap()
+    open_db(&dir.join("parasol.db"))
         .query_row("SELECT count(*) FROM organizations", [], |r| r.get(0))
         .unwrap()
 }
@@ -86,7 +85,10 @@ fn backup_while_serving_restores_into_a_fresh_directory() {
     let out = out_dir.path().join("parasol-backup.db");
     let b = json_of(&backup(dir.path(), &out));
     assert!(b["bytes"].as_u64().unwrap() > 0, "{b}");
-    assert_eq!(b["schemaVersion"], parasol::store::migrate::SCHEMA_VERSION);
+    assert_eq!(
+        b["schemaVersion"],
+        parasol::store::sqlite::migrate::SCHEMA_VERSION
+    );
     post("after.example");
 
     // The server holds the directory: restore and a second server refuse it.
@@ -131,7 +133,7 @@ fn backup_while_serving_restores_into_a_fresh_directory() {
     let r = json_of(&restore(dir.path(), &out));
     let previous = r["previous"].as_str().unwrap();
     assert!(previous.contains("parasol.db.pre-restore-"), "{r}");
-    let kept = parasol::store::open_migrated(Path::new(previous)).unwrap();
+    let kept = open_db(Path::new(previous));
     let n: i64 = kept
         .query_row("SELECT count(*) FROM domains", [], |r| r.get(0))
         .unwrap();

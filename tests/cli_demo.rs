@@ -43,6 +43,18 @@ fn version_and_help() {
 #[tokio::test]
 async fn provisioning_commands_print_json_and_keys_work() {
     let dir = TempDir::new();
+    // The commands refuse a directory without a database (a mistyped --data-dir must not become
+    // a fresh empty database); `parasol init` makes one.
+    let (ok, _, err) = parasol(dir.path(), &["msp", "create", "--name", "Early"]);
+    assert!(!ok);
+    assert!(err.contains("holds no Parasol database"), "{err}");
+    assert!(!dir.path().join("parasol.db").exists());
+    let (ok, init, _) = parasol(dir.path(), &["init"]);
+    assert!(ok);
+    assert_eq!(init["created"], true);
+    let (ok, again, _) = parasol(dir.path(), &["init"]);
+    assert!(ok);
+    assert_eq!(again["created"], false);
     let (ok, sp, _) = parasol(
         dir.path(),
         &["provider", "create", "--name", "Lab SP", "--seats", "50"],
@@ -249,6 +261,7 @@ async fn demo_world_and_credentials_file() {
 #[tokio::test]
 async fn allow_lists_block_list_export_and_check() {
     let dir = TempDir::new();
+    cli_init(dir.path());
     let (ok, org, _) = parasol(dir.path(), &["org", "create", "--name", "Lab"]);
     assert!(ok);
     let org_id = org["id"].as_i64().unwrap().to_string();
@@ -401,6 +414,12 @@ async fn the_default_data_directory_is_parasol_data_in_the_working_directory() {
     // commands alike (the listen default, 127.0.0.1:8443, is checked by a unit test: a test
     // cannot count on that port being free).
     let cwd = TempDir::new();
+    let init = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .arg("init")
+        .current_dir(cwd.path())
+        .output()
+        .unwrap();
+    assert!(init.status.success());
     let mut create = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
     create
         .args(["org", "create", "--name", "Default Dir"])

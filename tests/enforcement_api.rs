@@ -4,8 +4,7 @@
 mod common;
 
 use common::*;
-use parasol::store::domains::{PreparedBatch, PreparedEvent};
-use parasol::store::WriterCache;
+use parasol::store::{CustomerKey, Ingest, Ingested, PreparedBatch, PreparedEvent};
 use serde_json::{json, Value};
 
 fn events_path(key: &str) -> String {
@@ -29,7 +28,7 @@ async fn listed(s: &TestServer, key: &str) -> Vec<String> {
 }
 
 fn event_count(s: &TestServer, org: i64) -> i64 {
-    parasol::store::domains::event_count(&s.db(), org).unwrap()
+    run(s.store().event_count(org)).unwrap()
 }
 
 fn assert_enf_error(r: &Resp, status: u16, code: &str) {
@@ -410,7 +409,7 @@ async fn large_batches_are_all_or_nothing_too() {
         .get(&format!("{}&page=2&limit=200", domains_path(&key)))
         .await;
     assert_eq!(r.json()["data"][199]["name"], "big399.example");
-    assert!(parasol::store::tenants::revoke_customer_key(&s.db(), &key, 1).unwrap());
+    assert!(run(s.store().revoke_customer_key(key.clone(), 1)).unwrap());
     let r = s.post_json(&events_path(&key), &Value::Array(batch)).await;
     assert_enf_error(&r, 403, "InvalidCredentials");
     assert_eq!(event_count(&s, org), 400);
@@ -563,7 +562,7 @@ async fn customer_keys_missing_malformed_unknown_revoked() {
     let (_, key) = s.create_org("a");
     let (_, other) = s.create_org("b");
     let revoke = |k: &str| {
-        assert!(parasol::store::tenants::revoke_customer_key(&s.db(), k, 1).unwrap());
+        assert!(run(s.store().revoke_customer_key(k.to_string(), 1)).unwrap());
     };
     revoke(&other);
     let candidates = [
@@ -1045,9 +1044,9 @@ async fn event_writes_see_every_change_made_since_the_last_one() {
     assert_eq!(again.len(), 1, "{again:?}");
     assert!(again[0].1 > first[0].1);
 
-    // Deleted by another connection: the same.
-    let db = s.db();
-    assert!(parasol::store::domains::delete_by_name(&db, org, "a.example").unwrap());
+    // Deleted by another process (a tool's store beside the server's): the same.
+    let other_process = s.store();
+    assert!(run(other_process.delete_domain_by_name(org, "a.example".into())).unwrap());
     assert_eq!(post("a.example").await, 202);
     let third = entries(&s, &key).await;
     assert_eq!(third.len(), 1, "{third:?}");
@@ -1062,22 +1061,21 @@ async fn event_writes_see_every_change_made_since_the_last_one() {
         }],
         "[{}]".into(),
     );
-    parasol::store::domains::ingest(
-        &db,
-        &mut WriterCache::new(),
-        &mut parasol::store::Statements::new(&db),
-        org,
-        "x",
-        1,
-        &other,
-    )
+    let stored = run(other_process.ingest(Ingest {
+        key: CustomerKey::parse(&key).unwrap(),
+        batch_id: uuid::Uuid::new_v4(),
+        now: 1,
+        batch: other,
+        new_domain_budget: None,
+    }))
     .unwrap();
+    assert_eq!(stored, Ingested::Stored { added: 1 });
     assert_eq!(post("b.example").await, 202);
     let names: Vec<String> = entries(&s, &key).await.into_iter().map(|e| e.0).collect();
     assert_eq!(names, ["a.example", "other.example", "b.example"]);
 
     // A key revoked by another connection stops working for events at once.
-    assert!(parasol::store::tenants::revoke_customer_key(&db, &key, 1).unwrap());
+    assert!(run(other_process.revoke_customer_key(key.clone(), 1)).unwrap());
     assert_eq!(post("c.example").await, 403);
     assert_eq!(
         event_count(&s, org),

@@ -113,7 +113,7 @@ async fn authentication_is_basic_with_issued_credentials() {
     assert!(stored.starts_with("$argon2id$"), "{stored}");
     assert!(!stored.contains(&w.sp_cred.secret));
     // A revoked credential stops working at once, even though it verified before.
-    parasol::store::tenants::revoke_credential(&s.db(), &w.sp_cred.key, 1).unwrap();
+    assert!(run(s.store().revoke_credential(w.sp_cred.key.clone(), 1)).unwrap());
     check(&s.mgmt("GET", &path, &w.sp_cred, None).await);
 }
 
@@ -397,12 +397,10 @@ async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
         assert_eq!(s.post_json(&events, &json!(batch)).await.status, 202);
     }
     // An organization credential of the customer, too.
-    let (okey, osecret) = parasol::demo::issue_credential(
-        &s.db(),
-        parasol::store::tenants::Scope::Organization(id),
-        None,
-        1,
-    )
+    let (okey, osecret, stored) = parasol::demo::new_credential(None).unwrap();
+    run(s
+        .store()
+        .create_credential(parasol::store::Scope::Organization(id), stored, 1))
     .unwrap();
     let org_cred = Cred {
         key: okey,
@@ -456,7 +454,7 @@ async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert_eq!(
-        parasol::store::domains::event_count(&db, other).unwrap(),
+        run(s.store().event_count(other)).unwrap(),
         3,
         "another customer's requests are kept"
     );
@@ -721,20 +719,20 @@ async fn lists_page_by_id() {
         assert_mgmt_error(&r, 400, q.split('=').next().unwrap());
     }
     // The default page size is 100.
-    let c = s.db();
-    for i in 0..100 {
-        parasol::store::tenants::create_organization(
-            &c,
-            parasol::store::tenants::Parent::ServiceProvider(w.sp),
-            &parasol::store::tenants::OrgFields {
+    let store = s.store();
+    run(async {
+        for i in 0..100 {
+            let f = parasol::store::OrgFields {
                 name: format!("bulk{i}"),
                 seats: 1,
                 ..Default::default()
-            },
-            1,
-        )
-        .unwrap();
-    }
+            };
+            store
+                .create_organization(parasol::store::Parent::ServiceProvider(w.sp), f, 1)
+                .await
+                .unwrap();
+        }
+    });
     assert_eq!(page(&s, &w, &path, "").await.len(), 100);
     assert_eq!(page(&s, &w, &path, "page=2").await.len(), 7);
 }

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use parasol::store::devices::{
-    self, ApplianceSettings, ApplianceState, NewAppliance, NewNetwork, NewRoamingComputer,
+use parasol::store::{
+    ApplianceSettings, ApplianceState, NewAppliance, NewNetwork, NewRoamingComputer,
 };
 use parasol::timefmt::{now, rfc3339};
 use serde_json::{json, Value};
@@ -89,12 +89,9 @@ fn network(name: &str, ip: &str, prefix: i64, status: &str) -> NewNetwork {
 }
 
 fn add_network(s: &TestServer, org: i64, name: &str) -> i64 {
-    devices::insert_network(
-        &s.db(),
-        org,
-        &network(name, "203.0.113.8", 29, "OPEN"),
-        now(),
-    )
+    run(s
+        .store()
+        .register_network(org, network(name, "203.0.113.8", 29, "OPEN"), now()))
     .unwrap()
     .origin_id
 }
@@ -111,9 +108,7 @@ fn computer(device: &str, name: &str, status: &str, last_sync: Option<i64>) -> N
 }
 
 fn add_computer(s: &TestServer, org: i64, c: &NewRoamingComputer) {
-    devices::insert_roaming_computer(&s.db(), org, c)
-        .unwrap()
-        .unwrap();
+    run(s.store().register_roaming_computer(org, c.clone())).unwrap();
 }
 
 fn appliance(name: &str, site: i64) -> NewAppliance {
@@ -139,17 +134,17 @@ fn appliance(name: &str, site: i64) -> NewAppliance {
 }
 
 fn default_site(s: &TestServer, org: i64) -> i64 {
-    parasol::store::sites::default_site(&s.db(), org)
-        .unwrap()
-        .unwrap()
+    run(s.store().default_site(org)).unwrap().unwrap()
 }
 
 /// Adds a virtual appliance registered an hour ago on the organization's default site.
 fn add_appliance(s: &TestServer, org: i64, name: &str) -> i64 {
     let site = default_site(s, org);
-    devices::insert_appliance(&s.db(), org, &appliance(name, site), now() - 3600)
-        .unwrap()
-        .origin_id
+    run(s
+        .store()
+        .register_appliance(org, appliance(name, site), now() - 3600))
+    .unwrap()
+    .origin_id
 }
 
 fn ids(v: &Value, member: &str) -> Vec<Value> {
@@ -180,13 +175,13 @@ async fn networks_list_read_delete_with_exact_fields() {
     let s = TestServer::start().await;
     let w = s.world();
     let t = now();
-    let db = s.db();
-    let a = devices::insert_network(&db, w.sp_org, &network("HQ", "203.0.113.8", 29, "OPEN"), t)
-        .unwrap();
+    let store = s.store();
+    let a =
+        run(store.register_network(w.sp_org, network("HQ", "203.0.113.8", 29, "OPEN"), t)).unwrap();
     let mut closed = network("Old line", "198.51.100.7", 32, "CLOSED");
     closed.is_dynamic = true;
     closed.is_verified = false;
-    let b = devices::insert_network(&db, w.sp_org, &closed, t).unwrap();
+    let b = run(store.register_network(w.sp_org, closed, t)).unwrap();
     add_network(&s, w.msp_org, "other org");
 
     let r = get(&s, &w.sp_org_cred, w.sp_org, "networks").await;
@@ -527,10 +522,10 @@ async fn roaming_computer_filters() {
 async fn virtual_appliances_read_move_delete() {
     let s = TestServer::start().await;
     let w = s.world();
-    let db = s.db();
     let home = default_site(&s, w.sp_org);
-    let branch =
-        parasol::store::tenants::create_site(&db, w.sp_org, "Branch", false, now()).unwrap();
+    let branch = run(s.store().create_site(w.sp_org, "Branch".into(), now()))
+        .unwrap()
+        .site_id;
     let foreign_site = default_site(&s, w.msp_org);
     let id = add_appliance(&s, w.sp_org, "VA-01");
     let elsewhere = add_appliance(&s, w.msp_org, "VA-other");
@@ -639,7 +634,8 @@ async fn virtual_appliances_read_move_delete() {
         s.mgmt("GET", &item, &w.sp_org_cred, None).await.json(),
         moved
     );
-    let on_branch: i64 = db
+    let on_branch: i64 = s
+        .db()
         .query_row(
             "SELECT count(*) FROM virtual_appliances WHERE site_id = ?1",
             [branch],
@@ -870,6 +866,7 @@ fn cli(dir: &std::path::Path, line: &str) -> (bool, Value, String) {
 async fn register_commands_print_records_the_interface_serves() {
     let dir = TempDir::new();
     let d = dir.path();
+    cli_init(d);
     let (ok, org, err) = parasol(d, &["org", "create", "--name", "Lab"]);
     assert!(ok, "{err}");
     let org_id = org["id"].as_i64().unwrap();
@@ -1092,7 +1089,7 @@ async fn demo_world_has_devices() {
         }
         let vas = get("virtualappliances").await;
         assert!(vas.len() >= 2, "{vas:?}");
-        let db = s.db();
+        let store = s.store();
         let mut sites = Vec::new();
         for va in &vas {
             assert_appliance_fields(va);
@@ -1107,9 +1104,7 @@ async fn demo_world_has_devices() {
                 assert!(!va["settings"][m].is_null(), "{m}: {va}");
             }
             let site = va["siteId"].as_i64().unwrap();
-            assert!(parasol::store::sites::name_of(&db, org, site)
-                .unwrap()
-                .is_some());
+            assert!(run(store.get_site(org, site)).unwrap().is_some());
             sites.push(site);
         }
         sites.sort_unstable();

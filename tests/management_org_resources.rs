@@ -94,16 +94,18 @@ const OLD: &str = "1970-01-01T00:16:40Z";
 
 /// Inserts a virtual appliance on `site` directly (appliances have no create endpoint).
 fn insert_va(s: &TestServer, org: i64, site: i64) -> i64 {
-    let c = s.db();
-    let id = parasol::store::tenants::new_origin(&c, "virtual_appliance").unwrap();
-    c.execute(
-        "INSERT INTO virtual_appliances (origin_id, organization_id, name, site_id, state,
-            settings, created_at, modified_at, state_updated_at)
-         VALUES (?1, ?2, 'va1', ?3, '{}', '{}', 0, 0, 0)",
-        [id, org, site],
-    )
-    .unwrap();
-    id
+    let va = parasol::store::NewAppliance {
+        name: "va1".into(),
+        site_id: site,
+        is_upgradable: false,
+        state: Default::default(),
+        health: "okay".into(),
+        kind: "virtual_appliance".into(),
+        settings: Default::default(),
+    };
+    run(s.store().register_appliance(org, va, 0))
+        .unwrap()
+        .origin_id
 }
 
 /// Creates a site, an internal network on it and a user; returns their ids.
@@ -951,7 +953,7 @@ async fn deleting_an_organization_removes_its_sites_users_and_internal_networks(
 /// `management::tests::writes_to_an_organization_deleted_after_the_scope_check_are_404`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_racing_the_deletion_of_their_organization_are_200_or_404() {
-    use parasol::store::tenants::{create_organization, OrgFields, Parent};
+    use parasol::store::{OrgFields, Parent};
     let s = TestServer::start().await;
     let w = s.world();
     let cred = &w.sp_cred;
@@ -962,7 +964,11 @@ async fn writes_racing_the_deletion_of_their_organization_are_200_or_404() {
     };
     let mut orgs = Vec::new();
     for i in 0..10 {
-        let o = create_organization(&s.db(), Parent::ServiceProvider(w.sp), &fields, 0).unwrap();
+        let o =
+            run(s
+                .store()
+                .create_organization(Parent::ServiceProvider(w.sp), fields.clone(), 0))
+            .unwrap();
         let (org, site) = (o.id, o.default_site_id);
         orgs.push(org);
         let customer = format!("/v1/serviceproviders/{}/customers/{org}", w.sp);

@@ -44,10 +44,7 @@ async fn oversized_request_is_refused_before_its_body_is_read() {
         closed_within(&mut io, WAIT).await,
         "the connection was not closed"
     );
-    assert_eq!(
-        parasol::store::domains::event_count(&s.db(), org).unwrap(),
-        0
-    );
+    assert_eq!(run(s.store().event_count(org)).unwrap(), 0);
 
     // decisions.md's order of checks: route and method, then size, then credentials.
     let big = Some(vec![b' '; 1024 * 1024 + 1]);
@@ -241,11 +238,11 @@ async fn data_and_certificate_survive_a_restart() {
 async fn a_database_from_a_newer_binary_is_refused() {
     let dir = TempDir::new();
     {
-        let c = parasol::store::open_migrated(&dir.path().join("parasol.db")).unwrap();
+        let c = open_db(&dir.path().join("parasol.db"));
         c.pragma_update(
             None,
             "user_version",
-            parasol::store::migrate::SCHEMA_VERSION + 1,
+            parasol::store::sqlite::migrate::SCHEMA_VERSION + 1,
         )
         .unwrap();
     }
@@ -394,7 +391,7 @@ fn sigterm_finishes_requests_in_flight_and_loses_nothing() {
     assert!(text.starts_with("HTTP/1.1 202"), "{text}");
     assert!(server.stop().success());
     // Acknowledged means stored.
-    let c = parasol::store::open_migrated(&dir.path().join("parasol.db")).unwrap();
+    let c = open_db(&dir.path().join("parasol.db"));
     let n: i64 = c
         .query_row(
             "SELECT count(*) FROM domains WHERE name = 'inflight.example'",
@@ -535,7 +532,7 @@ async fn a_version_1_data_directory_is_upgraded_on_start() {
     {
         let c = rusqlite::Connection::open(dir.path().join("parasol.db")).unwrap();
         c.execute_batch("PRAGMA journal_mode = WAL").unwrap();
-        c.execute_batch(include_str!("../src/store/upgrades/schema-1.sql"))
+        c.execute_batch(include_str!("../src/store/sqlite/upgrades/schema-1.sql"))
             .unwrap();
         c.pragma_update(None, "user_version", 1).unwrap();
         c.execute_batch(&format!(
@@ -558,7 +555,7 @@ async fn a_version_1_data_directory_is_upgraded_on_start() {
         .db()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, parasol::store::migrate::SCHEMA_VERSION);
+    assert_eq!(version, parasol::store::sqlite::migrate::SCHEMA_VERSION);
 
     let r = s
         .post_json(
@@ -584,7 +581,7 @@ async fn a_version_1_data_directory_is_upgraded_on_start() {
         names,
         vec![(1, "old.example".into()), (2, "new.example".into())]
     );
-    assert_eq!(parasol::store::domains::event_count(&s.db(), 1).unwrap(), 2);
+    assert_eq!(run(s.store().event_count(1)).unwrap(), 2);
     let old: String = s
         .db()
         .query_row(

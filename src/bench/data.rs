@@ -7,9 +7,9 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::store::domains::{self, PreparedBatch, PreparedEvent};
-use crate::store::tenants::{self, OrgFields, Parent, Scope};
-use crate::store::{Statements, WriterCache};
+use crate::store::{
+    CustomerKey, Ingest, Ingested, OrgFields, Parent, PreparedBatch, PreparedEvent, Scope, Store,
+};
 
 /// Largest batch body: the 1 MiB rule counts the request line and headers too.
 pub const MAX_BATCH_BYTES: usize = 1024 * 1024 - 2048;
@@ -86,45 +86,54 @@ pub const HOT_DOMAINS: u64 = 1000;
 /// Creates the organizations and pre-loads `list_domains` entries (with one stored event each) for
 /// the list workload and `HOT_DOMAINS` for the repeat mix.
 pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
-    let mut conn = crate::store::open_migrated(db).map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let store =
+        Store::open_sqlite(db, crate::store::sqlite::Role::Server).map_err(|e| e.to_string())?;
+    let world = runtime.block_on(preload(&store, list_domains));
+    // Closing checkpoints the whole WAL into the database file and truncates it.
+    store.close();
+    world
+}
+
+async fn preload(store: &Store, list_domains: u64) -> Result<World, String> {
     let now = crate::timefmt::now();
     let e = |e: crate::store::StoreError| e.to_string();
-    let tx = conn.transaction().map_err(|e| e.to_string())?;
-    let org = |name: &str| {
+    let org = async |name: &str| {
         let f = OrgFields {
             name: name.into(),
             seats: 10,
             ..Default::default()
         };
-        tenants::create_organization(&tx, Parent::None, &f, now)
+        store.create_organization(Parent::None, f, now).await
     };
-    let ingest = org("bench ingest").map_err(e)?;
-    let mixed = org("bench mixed").map_err(e)?;
-    let list = org("bench list").map_err(e)?;
-    let mgmt = org("bench management").map_err(e)?;
-    let (api_key, secret) = crate::secrets::new_key_pair();
-    tenants::insert_credential(
-        &tx,
-        &api_key,
-        &crate::secrets::hash(&secret),
-        Scope::Organization(mgmt.id),
-        Some("bench"),
-        now,
-    )
-    .map_err(e)?;
+    let ingest = org("bench ingest").await.map_err(e)?;
+    let mixed = org("bench mixed").await.map_err(e)?;
+    let list = org("bench list").await.map_err(e)?;
+    let mgmt = org("bench management").await.map_err(e)?;
+    let (api_key, secret, credential) = crate::demo::new_credential(Some("bench"))?;
+    store
+        .create_credential(Scope::Organization(mgmt.id), credential, now)
+        .await
+        .map_err(e)?;
+    let load = async |key: &str, batch: PreparedBatch| {
+        let key = CustomerKey::parse(key).ok_or("a malformed customer key")?;
+        let request = Ingest {
+            key,
+            batch_id: uuid::Uuid::new_v4(),
+            now,
+            batch,
+            new_domain_budget: None,
+        };
+        match store.ingest(request).await.map_err(e)? {
+            Ingested::Stored { .. } => Ok(()),
+            other => Err(format!("pre-loading refused: {other:?}")),
+        }
+    };
     let hot = prepared((0..HOT_DOMAINS).map(|n| domain(SPACE_HOT, n)).collect(), 0);
-    domains::ingest(
-        &tx,
-        &mut WriterCache::new(),
-        &mut Statements::new(&tx),
-        mixed.id,
-        "preload-hot",
-        now,
-        &hot,
-    )
-    .map_err(e)?;
-    tx.commit().map_err(|e| e.to_string())?;
-
+    load(&mixed.customer_key, hot).await?;
     const CHUNK: u64 = 50_000;
     let mut done = 0;
     while done < list_domains {
@@ -133,22 +142,9 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
             (done..done + n).map(|i| domain(SPACE_LIST, i)).collect(),
             done,
         );
-        let tx = conn.transaction().map_err(|e| e.to_string())?;
-        domains::ingest(
-            &tx,
-            &mut WriterCache::new(),
-            &mut Statements::new(&tx),
-            list.id,
-            &format!("preload-{done}"),
-            now,
-            &events,
-        )
-        .map_err(e)?;
-        tx.commit().map_err(|e| e.to_string())?;
+        load(&list.customer_key, events).await?;
         done += n;
     }
-    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
-        .map_err(|e| e.to_string())?;
     Ok(World {
         ingest_key: ingest.customer_key,
         mixed_key: mixed.customer_key,

@@ -725,7 +725,7 @@ fn run_in(
     let mut r = Row::new(
         format!(
             "append {} KiB + fsync, one at a time",
-            crate::store::PAGE_SIZE / 1024
+            crate::store::sqlite::DB_PAGE_BYTES / 1024
         ),
         "fsyncs/s",
         &fsync,
@@ -1347,7 +1347,7 @@ mod tests {
         let line = |total: u64, commit: u64, fsync: u64| {
             format!(
                 "12:00:01 [WARN] {}",
-                crate::store::slow_transaction_message(
+                crate::store::sqlite::slow_transaction_message(
                     total.into(),
                     58,
                     0,

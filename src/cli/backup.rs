@@ -36,7 +36,7 @@ pub struct RestoreCmd {
 pub fn backup(c: BackupCmd) -> Result<Value, String> {
     let db = c.data_dir.join("parasol.db");
     let started = std::time::Instant::now();
-    let info = crate::store::backup::backup(&db, &c.output)?;
+    let info = crate::store::sqlite::backup::backup(&db, &c.output)?;
     Ok(json!({
         "database": db,
         "output": c.output,
@@ -50,7 +50,7 @@ pub fn restore(c: RestoreCmd) -> Result<Value, String> {
     // Held until the restore is done: no server can start on the directory meanwhile.
     let lock = crate::datadir::lock(&c.data_dir).map_err(|e| e.to_string())?;
     let db = c.data_dir.join("parasol.db");
-    let info = crate::store::backup::restore(&db, &c.input)?;
+    let info = crate::store::sqlite::backup::restore(&db, &c.input)?;
     drop(lock);
     Ok(json!({
         "database": db,

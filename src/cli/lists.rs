@@ -7,9 +7,8 @@ use std::path::PathBuf;
 use argh::FromArgs;
 use serde_json::{json, Value};
 
-use super::{default_data_dir, in_transaction, open_db};
+use super::{default_data_dir, no, store_err, with_store};
 use crate::enforcement::domain::normalize;
-use crate::store::{blocking, tenants};
 use crate::timefmt::now;
 
 /// A customer's allow list (wins over the domain list when blocking).
@@ -120,46 +119,39 @@ pub struct Check {
     pub name: String,
 }
 
-fn db_err(e: crate::store::StoreError) -> String {
-    e.to_string()
-}
-
 fn name_arg(name: &str) -> Result<String, String> {
     normalize(name).map_err(|_| format!("--name {name:?}: not a valid domain name"))
-}
-
-fn known_org(c: &rusqlite::Connection, org: i64) -> Result<(), String> {
-    if tenants::organization_exists(c, org).map_err(db_err)? {
-        Ok(())
-    } else {
-        Err(format!("no organization {org}"))
-    }
 }
 
 pub fn allow(cmd: AllowCmd) -> Result<Value, String> {
     match cmd.action {
         AllowAction::Add(a) => {
             let name = name_arg(&a.name)?;
-            in_transaction(&a.data_dir, |c| {
-                known_org(c, a.org)?;
-                let added = blocking::allow_add(c, a.org, &name, now()).map_err(db_err)?;
+            with_store(&a.data_dir, async |store| {
+                let added = store
+                    .allow_add(a.org, name.clone(), now())
+                    .await
+                    .map_err(store_err(no("organization", a.org)))?;
                 Ok(json!({"org": a.org, "name": name, "added": added}))
             })
         }
         AllowAction::Remove(a) => {
             let name = name_arg(&a.name)?;
-            in_transaction(&a.data_dir, |c| {
-                known_org(c, a.org)?;
-                let removed = blocking::allow_remove(c, a.org, &name).map_err(db_err)?;
+            with_store(&a.data_dir, async |store| {
+                let removed = store
+                    .allow_remove(a.org, name.clone())
+                    .await
+                    .map_err(store_err(no("organization", a.org)))?;
                 Ok(json!({"org": a.org, "name": name, "removed": removed}))
             })
         }
-        AllowAction::List(a) => {
-            let c = open_db(&a.data_dir)?;
-            known_org(&c, a.org)?;
-            let names = blocking::allow_list(&c, a.org).map_err(db_err)?;
+        AllowAction::List(a) => with_store(&a.data_dir, async |store| {
+            let names = store
+                .allow_list(a.org)
+                .await
+                .map_err(store_err(no("organization", a.org)))?;
             Ok(json!({"org": a.org, "names": names}))
-        }
+        }),
     }
 }
 
@@ -167,10 +159,13 @@ pub fn blocklist(cmd: BlocklistCmd) -> Result<Value, String> {
     match cmd.action {
         BlocklistAction::Check(a) => {
             let name = name_arg(&a.name)?;
-            let c = open_db(&a.data_dir)?;
-            known_org(&c, a.org)?;
-            let v = blocking::verdict(&c, a.org, &name).map_err(db_err)?;
-            serde_json::to_value(v).map_err(|e| e.to_string())
+            with_store(&a.data_dir, async |store| {
+                let v = store
+                    .verdict(a.org, name)
+                    .await
+                    .map_err(store_err(no("organization", a.org)))?;
+                serde_json::to_value(v).map_err(|e| e.to_string())
+            })
         }
         BlocklistAction::Export(a) => export(a),
     }
@@ -183,12 +178,13 @@ fn export(a: Export) -> Result<Value, String> {
             a.format
         ));
     }
-    let mut c = open_db(&a.data_dir)?;
-    // One read transaction: the domain list and the allow list come from the same snapshot.
-    let tx = c.transaction().map_err(|e| e.to_string())?;
-    known_org(&tx, a.org)?;
-    let (blocked, exceptions) = blocking::effective(&tx, a.org).map_err(db_err)?;
-    drop(tx);
+    // The domain list and the allow list come from the same snapshot.
+    let (blocked, exceptions) = with_store(&a.data_dir, async |store| {
+        store
+            .effective_block_list(a.org)
+            .await
+            .map_err(store_err(no("organization", a.org)))
+    })?;
     let Some(path) = a.output else {
         return Ok(json!({
             "org": a.org,

@@ -5,15 +5,19 @@
 mod backup;
 mod bench;
 mod devices;
+mod init;
 mod lists;
 mod org_resources;
 mod serve;
 mod tenants;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use argh::FromArgs;
 use serde_json::{json, Value};
+
+use crate::store::sqlite::Role;
+use crate::store::{Store, StoreError};
 
 /// Parasol: on-premises enforcement and management interfaces of a DNS-security service.
 #[derive(FromArgs, Debug)]
@@ -29,6 +33,7 @@ pub struct Cli {
 #[argh(subcommand)]
 pub enum Command {
     Serve(serve::ServeArgs),
+    Init(init::InitCmd),
     Provider(tenants::ProviderCmd),
     Msp(tenants::MspCmd),
     Org(tenants::OrgCmd),
@@ -69,6 +74,7 @@ pub fn main(cli: Cli) -> i32 {
     let result = match command {
         Command::Serve(args) => return serve::run(args),
         Command::Bench(args) => return bench::run(args),
+        Command::Init(c) => init::init(c),
         Command::Provider(c) => tenants::provider(c),
         Command::Msp(c) => tenants::msp(c),
         Command::Org(c) => tenants::org(c),
@@ -103,23 +109,38 @@ pub(crate) fn print_result(result: Result<Value, String>) -> i32 {
     }
 }
 
-/// Opens the data directory's database for a provisioning command (creating it if needed).
-pub(crate) fn open_db(data_dir: &std::path::Path) -> Result<rusqlite::Connection, String> {
-    std::fs::create_dir_all(data_dir).map_err(|e| format!("{}: {e}", data_dir.display()))?;
+/// Runs `f` with the store of the data directory's database, on a small runtime of its own. The
+/// database must exist: only `parasol serve` creates one, so that a mistyped `--data-dir` is an
+/// error rather than a fresh empty database.
+pub(crate) fn with_store<T>(
+    data_dir: &Path,
+    f: impl AsyncFnOnce(&Store) -> Result<T, String>,
+) -> Result<T, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start: {e}"))?;
     let path = data_dir.join("parasol.db");
-    crate::store::open_migrated(&path).map_err(|e| format!("{}: {e}", path.display()))
+    let store = Store::open_sqlite(&path, Role::Tool).map_err(|e| match e {
+        StoreError::NoDatabase(_) => e.to_string(),
+        e => format!("{}: {e}", path.display()),
+    })?;
+    let result = runtime.block_on(f(&store));
+    store.close();
+    result
 }
 
-/// Runs `f` in one immediate transaction and commits it.
-pub(crate) fn in_transaction<T>(
-    data_dir: &std::path::Path,
-    f: impl FnOnce(&rusqlite::Connection) -> Result<T, String>,
-) -> Result<T, String> {
-    let mut conn = open_db(data_dir)?;
-    let tx = conn
-        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-        .map_err(|e| e.to_string())?;
-    let v = f(&tx)?;
-    tx.commit().map_err(|e| e.to_string())?;
-    Ok(v)
+/// What a command says of a store error: `missing` for `NotFound` (one wording for every
+/// command: "no organization 7"), the store's own words for the rest.
+pub(crate) fn store_err(missing: impl Into<String>) -> impl FnOnce(StoreError) -> String {
+    move |e| match e {
+        StoreError::NotFound => missing.into(),
+        StoreError::Invalid(m) => tenants::to_flag_message(&m),
+        e => e.to_string(),
+    }
+}
+
+/// "no organization 7", "no service provider 2", "no MSP 3": the wording of a missing object.
+pub(crate) fn no(kind: &str, id: impl std::fmt::Display) -> String {
+    format!("no {kind} {id}")
 }

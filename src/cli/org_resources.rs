@@ -8,14 +8,13 @@ use std::path::PathBuf;
 use argh::FromArgs;
 use serde_json::{json, Map, Value};
 
-use super::tenants::{db_err, require_org, to_flag_message};
-use super::{default_data_dir, in_transaction, open_db};
+use super::tenants::to_flag_message;
+use super::{default_data_dir, no, store_err, with_store};
 use crate::error::MgmtError;
-use crate::management::common::Checked;
-use crate::management::internal_networks::{create_internal_network, internal_network_input};
+use crate::management::internal_networks::internal_network_input;
 use crate::management::sites::site_input;
-use crate::management::users::{create_user, user_input};
-use crate::store::{customers, sites};
+use crate::management::users::{role_ids, user_input};
+use crate::store::StoreError;
 use crate::timefmt::now;
 
 /// An API refusal in the command line's words: a validation message names the flag.
@@ -27,10 +26,13 @@ fn refusal(e: MgmtError) -> String {
     }
 }
 
-/// Unwraps a checked store job for the command line.
-fn checked<T: serde::Serialize>(r: Checked<T>) -> Result<Value, String> {
-    let rec = r.map_err(db_err)?.map_err(refusal)?;
-    serde_json::to_value(rec).map_err(|e| e.to_string())
+/// A store refusal in the command line's words (a conflict as it is, a validation message
+/// naming the flag, a missing organization by its id).
+fn store_refusal(org: i64) -> impl FnOnce(StoreError) -> String {
+    move |e| match e {
+        StoreError::Conflict(m) => m,
+        e => store_err(no("organization", org))(e),
+    }
 }
 
 fn object(v: Value) -> Map<String, Value> {
@@ -72,9 +74,11 @@ pub struct SiteCreate {
 pub fn site(cmd: SiteCmd) -> Result<Value, String> {
     let SiteAction::Create(a) = cmd.action;
     let name = site_input(&object(json!({ "name": a.name }))).map_err(refusal)?;
-    in_transaction(&a.data_dir, |c| {
-        require_org(c, a.org)?;
-        let rec = sites::create(c, a.org, &name, now()).map_err(db_err)?;
+    with_store(&a.data_dir, async |store| {
+        let rec = store
+            .create_site(a.org, name, now())
+            .await
+            .map_err(store_refusal(a.org))?;
         serde_json::to_value(rec).map_err(|e| e.to_string())
     })
 }
@@ -119,13 +123,14 @@ pub struct InternalNetworkCreate {
 
 pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
     let InternalNetworkAction::Create(a) = cmd.action;
-    in_transaction(&a.data_dir, |c| {
-        require_org(c, a.org)?;
+    with_store(&a.data_dir, async |store| {
         let site = match a.site_id {
             Some(s) => s,
-            None => sites::default_site(c, a.org)
-                .map_err(db_err)?
-                .ok_or_else(|| format!("organization {} has no default site", a.org))?,
+            None => store
+                .default_site(a.org)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| no("organization", a.org))?,
         };
         let input = json!({
             "name": a.name,
@@ -134,7 +139,11 @@ pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
             "siteId": site,
         });
         let f = internal_network_input(&object(input)).map_err(refusal)?;
-        checked(create_internal_network(c, a.org, &f, now()))
+        let rec = store
+            .create_internal_network(a.org, f, now())
+            .await
+            .map_err(store_refusal(a.org))?;
+        serde_json::to_value(rec).map_err(|e| e.to_string())
     })
 }
 
@@ -208,13 +217,17 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
         "roleId": a.role_id,
         "timezone": a.timezone,
     });
-    // Validated (the role's existence included) before the slow hashing, which runs outside the
-    // write transaction.
-    let (f, password) = user_input(&open_db(&a.data_dir)?, &object(input)).map_err(refusal)?;
-    let hash = crate::secrets::hash(&password);
-    in_transaction(&a.data_dir, |c| {
-        require_org(c, a.org)?;
-        checked(create_user(c, a.org, &f, &hash, now()))
+    with_store(&a.data_dir, async |store| {
+        // Validated (the role's existence included) before the slow hashing, which runs outside
+        // the write transaction.
+        let roles = role_ids(store).await.map_err(refusal)?;
+        let (f, password) = user_input(&object(input), &roles).map_err(refusal)?;
+        let hash = crate::secrets::hash(&password);
+        let rec = store
+            .create_user(a.org, f, hash, now())
+            .await
+            .map_err(store_refusal(a.org))?;
+        serde_json::to_value(rec).map_err(|e| e.to_string())
     })
 }
 
@@ -243,7 +256,8 @@ pub struct PackageList {
 
 pub fn package(cmd: PackageCmd) -> Result<Value, String> {
     let PackageAction::List(a) = cmd.action;
-    let c = open_db(&a.data_dir)?;
-    let list = customers::list_packages(&c).map_err(db_err)?;
-    serde_json::to_value(list).map_err(|e| e.to_string())
+    with_store(&a.data_dir, async |store| {
+        let list = store.list_packages().await.map_err(|e| e.to_string())?;
+        serde_json::to_value(list).map_err(|e| e.to_string())
+    })
 }

@@ -6,16 +6,11 @@ use std::path::PathBuf;
 use argh::FromArgs;
 use serde_json::{json, Value};
 
-use super::{default_data_dir, in_transaction, open_db};
-use crate::management::customers::customer_input;
+use super::{default_data_dir, no, store_err, with_store};
+use crate::management::customers::{customer_input, package_ids};
 use crate::management::msp_customers::msp_customer_input;
-use crate::store::customers;
-use crate::store::tenants::{self, NewServiceProvider, Parent, Scope};
+use crate::store::{NewServiceProvider, Parent, Scope, StoreError};
 use crate::timefmt::{now, parse_rfc3339, rfc3339};
-
-pub(super) fn db_err(e: crate::store::StoreError) -> String {
-    e.to_string()
-}
 
 /// Service providers.
 #[derive(FromArgs, Debug)]
@@ -80,11 +75,14 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
         rebill_at: Some(time_arg("rebill-at", &a.rebill_at, t + 30 * 86400)?),
         expires_at: Some(time_arg("expires-at", &a.expires_at, t + 365 * 86400)?),
     };
-    in_transaction(&a.data_dir, |c| {
-        if !crate::store::customers::package_exists(c, a.package_id).map_err(db_err)? {
-            return Err(format!("--package-id {}: no such package", a.package_id));
-        }
-        let id = tenants::create_service_provider(c, &sp, t).map_err(db_err)?;
+    with_store(&a.data_dir, async |store| {
+        let id = store
+            .create_service_provider(sp.clone(), t)
+            .await
+            .map_err(|e| match e {
+                StoreError::Invalid(_) => format!("--package-id {}: no such package", a.package_id),
+                e => e.to_string(),
+            })?;
         Ok(json!({
             "id": id,
             "name": sp.name,
@@ -127,8 +125,11 @@ pub fn msp(cmd: MspCmd) -> Result<Value, String> {
     if a.name.trim().is_empty() {
         return Err("--name must not be empty".into());
     }
-    in_transaction(&a.data_dir, |c| {
-        let id = tenants::create_msp(c, &a.name, now()).map_err(db_err)?;
+    with_store(&a.data_dir, async |store| {
+        let id = store
+            .create_msp(a.name.clone(), now())
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(json!({ "id": id, "name": a.name }))
     })
 }
@@ -215,11 +216,15 @@ pub struct OrgDelete {
 pub fn org(cmd: OrgCmd) -> Result<Value, String> {
     match cmd.action {
         OrgAction::Create(a) => org_create(a),
-        OrgAction::Delete(a) => in_transaction(&a.data_dir, |c| {
-            if tenants::delete_organization(c, a.id).map_err(db_err)? {
+        OrgAction::Delete(a) => with_store(&a.data_dir, async |store| {
+            if store
+                .delete_organization(a.id)
+                .await
+                .map_err(|e| e.to_string())?
+            {
                 Ok(json!({ "id": a.id, "deleted": true }))
             } else {
-                Err(format!("no organization {}", a.id))
+                Err(no("organization", a.id))
             }
         }),
     }
@@ -251,19 +256,19 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
         crate::error::MgmtError::BadRequest(m) => to_flag_message(&m),
         other => format!("{other:?}"),
     };
-    in_transaction(&a.data_dir, |c| {
+    with_store(&a.data_dir, async |store| {
         let fields = match parent {
             Parent::ServiceProvider(sp) => {
-                let pkg = customers::service_provider_package(c, sp)
-                    .map_err(db_err)?
-                    .ok_or_else(|| format!("no service provider {sp}"))?;
+                let pkg = store
+                    .service_provider_package(sp)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| no("service provider", sp))?;
                 input["packageId"] = json!(a.package_id.unwrap_or(pkg));
-                customer_input(c, input.as_object().ok_or("input")?).map_err(flag)?
+                let packages = package_ids(store).await.map_err(|e| format!("{e:?}"))?;
+                customer_input(input.as_object().ok_or("input")?, &packages).map_err(flag)?
             }
-            Parent::Msp(m) => {
-                if !customers::msp_exists(c, m).map_err(db_err)? {
-                    return Err(format!("no MSP {m}"));
-                }
+            Parent::Msp(_) => {
                 let mut f = msp_customer_input(input.as_object().ok_or("input")?).map_err(flag)?;
                 f.package_id = a.package_id;
                 f
@@ -276,12 +281,25 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
                 f
             }
         };
-        if let Some(p) = fields.package_id {
-            if !customers::package_exists(c, p).map_err(db_err)? {
-                return Err(format!("--package-id {p}: no such package"));
-            }
-        }
-        let created = tenants::create_organization(c, parent, &fields, now()).map_err(db_err)?;
+        let package = fields.package_id;
+        let missing_parent = match parent {
+            Parent::ServiceProvider(sp) => no("service provider", sp),
+            Parent::Msp(m) => no("MSP", m),
+            Parent::None => String::new(),
+        };
+        let created = store
+            .create_organization(parent, fields, now())
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => missing_parent,
+                StoreError::Invalid(_) => {
+                    format!(
+                        "--package-id {}: no such package",
+                        package.unwrap_or_default()
+                    )
+                }
+                e => e.to_string(),
+            })?;
         serde_json::to_value(created).map_err(|e| e.to_string())
     })
 }
@@ -375,38 +393,39 @@ pub struct KeyRotate {
     pub org: i64,
 }
 
-pub(super) fn require_org(c: &rusqlite::Connection, org: i64) -> Result<(), String> {
-    if tenants::organization_exists(c, org).map_err(db_err)? {
-        Ok(())
-    } else {
-        Err(format!("no organization {org}"))
-    }
-}
-
 pub fn key(cmd: KeyCmd) -> Result<Value, String> {
     match cmd.action {
-        KeyAction::Create(a) => in_transaction(&a.data_dir, |c| {
-            require_org(c, a.org)?;
-            let k = tenants::create_customer_key(c, a.org, now()).map_err(db_err)?;
+        KeyAction::Create(a) => with_store(&a.data_dir, async |store| {
+            let k = store
+                .create_customer_key(a.org, now())
+                .await
+                .map_err(store_err(no("organization", a.org)))?;
             Ok(json!({ "organizationId": a.org, "customerKey": k }))
         }),
-        KeyAction::List(a) => {
-            let c = open_db(&a.data_dir)?;
-            require_org(&c, a.org)?;
-            let keys = tenants::list_customer_keys(&c, a.org).map_err(db_err)?;
+        KeyAction::List(a) => with_store(&a.data_dir, async |store| {
+            let keys = store
+                .list_customer_keys(a.org)
+                .await
+                .map_err(store_err(no("organization", a.org)))?;
             serde_json::to_value(keys).map_err(|e| e.to_string())
-        }
-        KeyAction::Revoke(a) => in_transaction(&a.data_dir, |c| {
+        }),
+        KeyAction::Revoke(a) => with_store(&a.data_dir, async |store| {
             let key = a.key.trim().to_ascii_lowercase();
-            if tenants::revoke_customer_key(c, &key, now()).map_err(db_err)? {
+            if store
+                .revoke_customer_key(key.clone(), now())
+                .await
+                .map_err(|e| e.to_string())?
+            {
                 Ok(json!({ "customerKey": key, "revoked": true }))
             } else {
                 Err("no live customer key of that value".into())
             }
         }),
-        KeyAction::Rotate(a) => in_transaction(&a.data_dir, |c| {
-            require_org(c, a.org)?;
-            let (k, revoked) = tenants::rotate_customer_key(c, a.org, now()).map_err(db_err)?;
+        KeyAction::Rotate(a) => with_store(&a.data_dir, async |store| {
+            let (k, revoked) = store
+                .rotate_customer_key(a.org, now())
+                .await
+                .map_err(store_err(no("organization", a.org)))?;
             Ok(json!({ "organizationId": a.org, "customerKey": k, "revoked": revoked }))
         }),
     }
@@ -479,22 +498,29 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
                 (None, None, Some(id)) => Scope::Organization(id),
                 _ => return Err("give exactly one of --provider, --msp, --org".into()),
             };
-            in_transaction(&a.data_dir, |c| {
-                if !tenants::scope_exists(c, scope).map_err(db_err)? {
-                    return Err("the scope's provider, MSP or organization does not exist".into());
-                }
-                let (k, s) = crate::demo::issue_credential(c, scope, a.label.as_deref(), now())
-                    .map_err(db_err)?;
-                Ok(json!({ "apiKey": k, "apiSecret": s, "scope": scope, "label": a.label }))
+            let (k, secret, credential) = crate::demo::new_credential(a.label.as_deref())?;
+            with_store(&a.data_dir, async |store| {
+                store
+                    .create_credential(scope, credential, now())
+                    .await
+                    .map_err(store_err(match scope {
+                        Scope::ServiceProvider(id) => no("service provider", id),
+                        Scope::Msp(id) => no("MSP", id),
+                        Scope::Organization(id) => no("organization", id),
+                    }))?;
+                Ok(json!({ "apiKey": k, "apiSecret": secret, "scope": scope, "label": a.label }))
             })
         }
-        CredentialAction::List(a) => {
-            let c = open_db(&a.data_dir)?;
-            serde_json::to_value(tenants::list_credentials(&c).map_err(db_err)?)
-                .map_err(|e| e.to_string())
-        }
-        CredentialAction::Revoke(a) => in_transaction(&a.data_dir, |c| {
-            if tenants::revoke_credential(c, &a.key, now()).map_err(db_err)? {
+        CredentialAction::List(a) => with_store(&a.data_dir, async |store| {
+            let list = store.list_credentials().await.map_err(|e| e.to_string())?;
+            serde_json::to_value(list).map_err(|e| e.to_string())
+        }),
+        CredentialAction::Revoke(a) => with_store(&a.data_dir, async |store| {
+            if store
+                .revoke_credential(a.key.clone(), now())
+                .await
+                .map_err(|e| e.to_string())?
+            {
                 Ok(json!({ "apiKey": a.key, "revoked": true }))
             } else {
                 Err("no live credential with that key".into())

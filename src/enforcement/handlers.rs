@@ -2,9 +2,6 @@
 //! settled by the router and the size by the server; then credentials (403), Content-Type (415),
 //! body validation (400), existence (404).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-
 use bytes::Bytes;
 use hyper::{Response, StatusCode};
 use serde::Serialize;
@@ -13,9 +10,7 @@ use crate::error::EnfError;
 use crate::http::{is_json_content_type, json_response, no_content, query_encode, Body};
 use crate::router::EnfEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::domains::{self, PreparedBatch, PreparedEvent};
-use crate::store::tenants::resolve_customer_key;
-use crate::store::{Statements, StoreError, WriteMode, WriterCache};
+use crate::store::{CustomerKey, Ingest, Ingested, PreparedBatch, PreparedEvent};
 
 use super::domain::normalize;
 use super::event::{validate_events, EventsError};
@@ -24,8 +19,8 @@ use super::page_cache::CachedPage;
 /// Default and largest page size of GET /1.0/domains.
 pub const PAGE_SIZE: u64 = 200;
 
-/// A request with this many events gets a write transaction of its own.
-const ALONE_EVENTS: usize = 256;
+/// A request with this many events frees its memory back to the system once answered.
+const LARGE_BATCH: usize = 256;
 
 /// Event bodies larger than this are validated on the bulk threads (`crate::bulk`).
 const BLOCKING_BODY_BYTES: usize = 32 * 1024;
@@ -72,31 +67,9 @@ pub async fn handle(
     result.unwrap_or_else(EnfError::into_response)
 }
 
-/// A customer key in canonical form (lower-case hyphenated UUID), held inline: a request
-/// handles it several times, and a `String` would be copied for each.
-#[derive(Clone, Copy)]
-struct CustomerKey([u8; uuid::fmt::Hyphenated::LENGTH]);
-
-impl std::ops::Deref for CustomerKey {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        // Written by `encode_lower`: hex digits and hyphens.
-        std::str::from_utf8(&self.0).unwrap_or_default()
-    }
-}
-
 /// The request's customer key in canonical form, if it is well-formed.
 fn customer_key(ctx: &RequestCtx) -> Option<CustomerKey> {
-    let raw = ctx.query.get("customerKey")?;
-    // Only the hyphenated 36-character form is a customer key.
-    if raw.len() != uuid::fmt::Hyphenated::LENGTH {
-        return None;
-    }
-    let u = uuid::Uuid::try_parse(&raw).ok()?;
-    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-    u.hyphenated().encode_lower(&mut text);
-    Some(CustomerKey(text))
+    CustomerKey::parse(&ctx.query.get("customerKey")?)
 }
 
 /// Resolves the request's key to its organization, or 403.
@@ -104,7 +77,7 @@ async fn organization(state: &AppState, ctx: &RequestCtx) -> Result<(CustomerKey
     let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
     let org = state
         .store
-        .read(move |conn| resolve_customer_key(conn, &key))
+        .resolve_customer_key(key)
         .await?
         .ok_or(EnfError::InvalidCredentials)?;
     Ok((key, org))
@@ -211,59 +184,29 @@ async fn post_events(
     };
     let n_events = prepared.len();
     let batch = crate::ids::request_id();
-    let now = crate::timefmt::now();
-    let allowance = state.rate.new_domain_allowance(&key);
-    // Under a new-domain budget, how many new domains a refused request would have added.
-    let refused = allowance.map(|_| Arc::new(AtomicU64::new(0)));
-    let refused_in_write = refused.clone();
-    // The key is resolved again inside the write: a key revoked meanwhile stores nothing.
-    // What the write was given travels back with its result, so that its memory is freed on this
-    // thread, where it was allocated: freed on the writer's, it left this thread's allocator
-    // cache empty, and every request's allocations took the allocator's slow path.
-    let write = move |conn: &rusqlite::Connection,
-                      cache: &mut WriterCache,
-                      statements: &mut Statements<'_>| {
-        let Some(org) = cache.organization_of_key(conn, &key)? else {
-            return Ok((None, prepared));
-        };
-        let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-        let batch_text = batch.hyphenated().encode_lower(&mut text);
-        let added = domains::ingest(conn, cache, statements, org, batch_text, now, &prepared)?;
-        match allowance {
-            // Over the new-domain budget: undo this request's writes.
-            Some(max) if added > max => {
-                if let Some(r) = &refused_in_write {
-                    r.store(added, Ordering::Relaxed);
-                }
-                Err(StoreError::Aborted(format!("{added} new domains")))
-            }
-            _ => Ok((Some(added), prepared)),
-        }
-    };
-    let mode = if n_events >= ALONE_EVENTS {
-        WriteMode::Alone
-    } else if allowance.is_none() {
-        // Without a new-domain budget the write fails only if the database does.
-        WriteMode::Shared
-    } else {
-        WriteMode::Savepoint
-    };
-    let stored = state.store.write_events(mode, write).await;
-    if n_events >= ALONE_EVENTS {
+    let stored = state
+        .store
+        .ingest(Ingest {
+            key,
+            batch_id: batch,
+            now: crate::timefmt::now(),
+            batch: prepared,
+            new_domain_budget: state.rate.new_domain_allowance(&key),
+        })
+        .await;
+    if n_events >= LARGE_BATCH {
         crate::state::release_freed_memory();
     }
-    let added = match stored {
-        Ok((Some(added), _given)) => added,
-        Ok((None, _given)) => return Err(EnfError::InvalidCredentials),
-        Err(StoreError::Aborted(_)) => {
+    let added = match stored? {
+        Ingested::Stored { added } => added,
+        Ingested::UnknownKey => return Err(EnfError::InvalidCredentials),
+        Ingested::OverBudget { would_add } => {
             // Retry-After: until the budget holds all of them (a full minute's budget for a
             // request that adds more than it ever holds).
-            let needed = refused.map_or(1, |r| r.load(Ordering::Relaxed));
             return Err(EnfError::TooManyNewDomains(
-                state.rate.new_domains_wait(&key, needed),
+                state.rate.new_domains_wait(&key, would_add.max(1)),
             ));
         }
-        Err(e) => return Err(e.into()),
     };
     state.rate.spend_new_domains(&key, added);
     Ok(crate::http::json_response(
@@ -318,20 +261,12 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
         }
     };
     // Read before the page, so that an entry never claims to be newer than it is.
-    let version = state.store.data_version()?;
-    let listing = match state.pages.get(&key, page, limit, version) {
+    let version = state.store.version();
+    let cached = version.and_then(|v| state.pages.get(&key, page, limit, v));
+    let listing = match cached {
         Some(hit) => hit,
         None => {
-            // One read transaction: the key and the page come from the same snapshot.
-            let found = state
-                .store
-                .read_short(move |conn| {
-                    let Some(org) = resolve_customer_key(conn, &key)? else {
-                        return Ok(None);
-                    };
-                    Ok(Some(domains::list_page(conn, org, page, limit)?))
-                })
-                .await?;
+            let found = state.store.list_domains(key, page, limit).await?;
             let (entries, more) = found.ok_or(EnfError::InvalidCredentials)?;
             let data = serde_json::to_vec(&entries).map_err(|e| {
                 log::error!("cannot serialise a page of the domain list: {e}");
@@ -341,7 +276,9 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
                 data: Bytes::from(data),
                 more,
             };
-            state.pages.put(&key, page, limit, version, listing.clone());
+            if let Some(v) = version {
+                state.pages.put(&key, page, limit, v, listing.clone());
+            }
             listing
         }
     };
@@ -396,22 +333,14 @@ async fn delete_domain(
     admit(state, &key, 0)?;
     const NOT_LISTED: EnfError = EnfError::NotFound("Domain not in domain list");
     let deleted = match target {
-        Target::Id(id) => {
-            state
-                .store
-                .write(move |c| domains::delete_by_id(c, org, id))
-                .await?
-        }
+        Target::Id(id) => state.store.delete_domain_by_id(org, id).await?,
         Target::Name(None) => return Err(EnfError::BadRequest("where[name] is required".into())),
         Target::Name(Some(raw)) => {
             // A name that is not a valid domain cannot be on the list.
             let Ok(name) = normalize(&raw) else {
                 return Err(NOT_LISTED);
             };
-            state
-                .store
-                .write(move |c| domains::delete_by_name(c, org, &name))
-                .await?
+            state.store.delete_domain_by_name(org, name).await?
         }
     };
     if deleted {

@@ -4,17 +4,14 @@
 
 use bytes::Bytes;
 use hyper::Response;
-use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{
-    check_site, found, object_body, ok, paging, write_org, write_org_found, Input,
-};
+use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::devices::{self as store, ApplianceSettings, ApplianceState, NewAppliance};
+use crate::store::{ApplianceSettings, ApplianceState, NewAppliance};
 use crate::timefmt::{now, rfc3339};
 
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
@@ -26,38 +23,21 @@ pub async fn handle(
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
     use MgmtEndpoint::*;
+    let store = &state.store;
     match ep {
         ListVirtualAppliances { .. } => {
             let p = paging(ctx)?;
-            let list = state
-                .store
-                .read(move |c| store::list_appliances(c, org, p.limit, p.offset))
-                .await?;
-            Ok(ok(&list))
+            Ok(ok(&store.list_appliances(org, p.limit, p.offset).await?))
         }
-        GetVirtualAppliance { id, .. } => found(
-            state
-                .store
-                .read(move |c| store::get_appliance(c, org, id))
-                .await?,
-        ),
+        GetVirtualAppliance { id, .. } => found(store.get_appliance(org, id).await?),
         UpdateVirtualAppliance { id, .. } => {
-            // `siteId` is the only input field; the rest of the record is output only.
+            // `siteId` is the only input field; the rest of the record is output only. The site
+            // check is validation (400) and so comes before the appliance's existence (404);
+            // the store runs both in the move's transaction.
             let site = Input(&object_body(ctx, &body)?).req_int("siteId")?;
-            // The site check is validation (400) and so comes before the appliance's existence
-            // (404); both run in the writer's transaction with the move.
-            let moved = write_org(state, org, move |c| {
-                if let Err(e) = check_site(c, org, site)? {
-                    return Ok(Err(e));
-                }
-                Ok(store::move_appliance(c, org, id, site, now())?.ok_or(MgmtError::NotFound))
-            })
-            .await?;
-            Ok(ok(&moved))
+            Ok(ok(&store.move_appliance(org, id, site, now()).await?))
         }
-        DeleteVirtualAppliance { id, .. } => {
-            write_org_found(state, org, move |c| store::delete_appliance(c, org, id)).await
-        }
+        DeleteVirtualAppliance { id, .. } => Ok(ok(&store.delete_appliance(org, id).await?)),
         _ => Err(MgmtError::NotFound),
     }
 }
@@ -111,20 +91,15 @@ const SETTINGS_MEMBERS: &[&str] = &[
     "lastSyncTime",
 ];
 
-/// Validates a virtual appliance's registration in organization `org`, fields in the spec's
-/// order: `name` and `siteId` (a site of the organization) required; `isUpgradable`, `type`
+/// Validates a virtual appliance's registration, fields in the spec's order: `name` and `siteId`
+/// required (that the site is one of the organization's, the store checks); `isUpgradable`, `type`
 /// (default virtual_appliance), `health` (default okay) optional; `state` and `settings` objects
 /// with the spec's members only, each of the spec's type (IPv4 addresses, `uptime` >= 0,
 /// `lastSyncTime` RFC 3339).
-pub fn appliance_input(
-    c: &Connection,
-    org: i64,
-    m: &Map<String, Value>,
-) -> Result<NewAppliance, MgmtError> {
+pub fn appliance_input(m: &Map<String, Value>) -> Result<NewAppliance, MgmtError> {
     let i = Input(m);
     let name = i.req_str("name")?;
     let site_id = i.req_int("siteId")?;
-    check_site(c, org, site_id)??;
     let is_upgradable = i.opt_bool("isUpgradable")?.unwrap_or(false);
     let empty = Map::new();
     let s = Input(sub_object(m, "state", STATE_MEMBERS)?.unwrap_or(&empty));

@@ -12,7 +12,7 @@ use hyper::header::AUTHORIZATION;
 
 use crate::error::MgmtError;
 use crate::state::{AppState, RequestCtx};
-use crate::store::tenants::{find_credential, Scope};
+use crate::store::Scope;
 
 /// Remembered verifications: api key -> (stored hash, secret that verified against it).
 type Remembered = HashMap<String, (String, Vec<u8>)>;
@@ -74,11 +74,7 @@ pub async fn authenticate(state: &AppState, ctx: &RequestCtx) -> Result<Scope, M
     let Some((key, secret)) = basic_credentials(ctx) else {
         return Err(MgmtError::Unauthorized);
     };
-    let lookup_key = key.clone();
-    let stored = state
-        .store
-        .read(move |conn| find_credential(conn, &lookup_key))
-        .await?;
+    let stored = state.store.find_credential(key.clone()).await?;
     if let Some(cred) = &stored {
         let remembered = VERIFIED
             .lock()

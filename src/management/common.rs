@@ -212,78 +212,9 @@ pub fn is_email(s: &str) -> bool {
             .is_some_and(|(a, b)| !a.is_empty() && !b.is_empty() && !b.ends_with('.'))
 }
 
-// ---------------------------------------------------------------- checked writes and lookups
-
-/// The outcome of a store job that checks before it writes: the outer `Err` is a database
-/// failure (500), the inner one the refusal to answer (400, 404, 409).
-pub type Checked<T> = crate::store::Result<Result<T, MgmtError>>;
-
-/// Runs a checking write of organization `org`'s data in the writer; its checks and its changes
-/// share one transaction. Every write under `/v1/organizations/{id}/` goes through here.
-///
-/// `dispatch` found the organization visible in a read of its own, and a concurrent delete may
-/// have removed it since: so the write first checks, in its own transaction, that the
-/// organization still exists, and answers 404 if not, exactly as if it had never existed (rather
-/// than a foreign key failure, a 500). Existing is enough to be still in scope: organization ids
-/// are never reused (AUTOINCREMENT) and an organization never changes its parent.
-pub async fn write_org<T: Send + 'static>(
-    state: &crate::state::AppState,
-    org: i64,
-    f: impl FnOnce(&rusqlite::Connection) -> Checked<T> + Send + 'static,
-) -> Result<T, MgmtError> {
-    state.store.write(move |c| in_org(c, org, f)).await?
-}
-
-/// Like [`write_org`], for a write of one addressed item that returns it: 200 with its record,
-/// or 404 when the organization has no such item.
-pub async fn write_org_found<T: serde::Serialize + Send + 'static>(
-    state: &crate::state::AppState,
-    org: i64,
-    f: impl FnOnce(&rusqlite::Connection) -> crate::store::Result<Option<T>> + Send + 'static,
-) -> Result<Response<Body>, MgmtError> {
-    let rec = write_org(state, org, move |c| Ok(f(c)?.ok_or(MgmtError::NotFound))).await?;
-    Ok(ok(&rec))
-}
-
-/// 400 naming `siteId` unless `site` is a site of the organization (internal networks and
-/// virtual appliances).
-pub fn check_site(c: &rusqlite::Connection, org: i64, site: i64) -> Checked<()> {
-    if crate::store::sites::name_of(c, org, site)?.is_some() {
-        Ok(Ok(()))
-    } else {
-        Ok(Err(MgmtError::BadRequest(
-            "siteId must be the id of a site of this organization".into(),
-        )))
-    }
-}
-
-/// Runs `f` if the organization exists, else refuses with 404 before anything is written.
-fn in_org<T>(
-    c: &rusqlite::Connection,
-    org: i64,
-    f: impl FnOnce(&rusqlite::Connection) -> Checked<T>,
-) -> Checked<T> {
-    if crate::store::tenants::organization_exists(c, org)? {
-        f(c)
-    } else {
-        Ok(Err(MgmtError::NotFound))
-    }
-}
-
 /// 200 with the record, or 404 when there is none.
 pub fn found<T: serde::Serialize>(rec: Option<T>) -> Result<Response<Body>, MgmtError> {
     rec.map(|r| ok(&r)).ok_or(MgmtError::NotFound)
-}
-
-/// 200 with one page of a list that `f(conn, limit, offset)` reads, paged per [`paging`].
-pub async fn list_page<T: serde::Serialize + Send + 'static>(
-    state: &crate::state::AppState,
-    ctx: &RequestCtx,
-    f: impl FnOnce(&rusqlite::Connection, i64, i64) -> crate::store::Result<Vec<T>> + Send + 'static,
-) -> Result<Response<Body>, MgmtError> {
-    let p = paging(ctx)?;
-    let list = state.store.read(move |c| f(c, p.limit, p.offset)).await?;
-    Ok(ok(&list))
 }
 
 impl Input<'_> {

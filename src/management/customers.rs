@@ -5,16 +5,14 @@
 
 use bytes::Bytes;
 use hyper::Response;
-use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{object_body, ok, paging, Input};
+use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::customers::{self as store, CustomerRecord};
-use crate::store::tenants::{OrgFields, Parent, Scope};
+use crate::store::{OrgFields, Parent, Scope};
 use crate::timefmt::now;
 
 /// Largest `seats` accepted (keeps sums far from overflow).
@@ -42,77 +40,40 @@ pub async fn handle(
         return Err(MgmtError::NotFound);
     }
     let parent = Parent::ServiceProvider(sp);
+    let store = &state.store;
     match ep {
-        GetServiceProvider { .. } => {
-            let rec = state
-                .store
-                .read(move |c| store::service_provider(c, sp))
-                .await?;
-            rec.map(|r| ok(&r)).ok_or(MgmtError::NotFound)
-        }
+        GetServiceProvider { .. } => found(store.service_provider(sp).await?),
         ListCustomers { .. } => {
             let p = paging(ctx)?;
-            let list = state
-                .store
-                .read(move |c| store::list(c, parent, p.limit, p.offset))
-                .await?;
-            Ok(ok(&list))
+            Ok(ok(&store.list_customers(parent, p.limit, p.offset).await?))
         }
-        GetCustomer { customer, .. } => {
-            let rec = state
-                .store
-                .read(move |c| store::get(c, parent, customer))
-                .await?;
-            rec.map(|r| ok(&r)).ok_or(MgmtError::NotFound)
-        }
+        GetCustomer { customer, .. } => found(store.get_customer(parent, customer).await?),
         CreateCustomer { .. } => {
             let m = object_body(ctx, &body)?;
-            let rec = write_checked(state, m, move |c, f| {
-                store::create(c, parent, f, now()).map(Some)
-            })
-            .await?;
-            Ok(ok(&rec))
+            let f = customer_input(&m, &package_ids(store).await?)?;
+            Ok(ok(&store.create_customer(parent, f, now()).await?))
         }
         UpdateCustomer { customer, .. } => {
             let m = object_body(ctx, &body)?;
-            let rec = write_checked(state, m, move |c, f| {
-                store::update(c, parent, customer, f, now())
-            })
-            .await?;
-            Ok(ok(&rec))
+            let f = customer_input(&m, &package_ids(store).await?)?;
+            Ok(ok(&store
+                .update_customer(parent, customer, f, now())
+                .await?))
         }
-        DeleteCustomer { customer, .. } => {
-            let rec = state
-                .store
-                .write(move |c| store::delete(c, parent, customer))
-                .await?;
-            rec.map(|r| ok(&r)).ok_or(MgmtError::NotFound)
-        }
+        DeleteCustomer { customer, .. } => Ok(ok(&store.delete_customer(parent, customer).await?)),
         _ => Err(MgmtError::NotFound),
     }
 }
 
-/// Runs a create or update in the writer after validating the input in the same transaction
-/// (400, the package's existence included) and then checking that the customer exists (404).
-async fn write_checked(
-    state: &AppState,
-    m: Map<String, Value>,
-    op: impl FnOnce(&Connection, &OrgFields) -> crate::store::Result<Option<CustomerRecord>>
-        + Send
-        + 'static,
-) -> Result<CustomerRecord, MgmtError> {
-    state
-        .store
-        .write(move |c| match customer_input(c, &m) {
-            Ok(f) => Ok(op(c, &f)?.ok_or(MgmtError::NotFound)),
-            Err(e) => Ok(Err(e)),
-        })
-        .await?
+/// The ids of the packages a customer may subscribe to.
+pub async fn package_ids(store: &crate::store::Store) -> Result<Vec<i64>, MgmtError> {
+    Ok(store.list_packages().await?.iter().map(|p| p.id).collect())
 }
 
-/// Validates a Customer input object (create and the full-replacement update), an unknown
-/// `packageId` included.
-pub fn customer_input(c: &Connection, m: &Map<String, Value>) -> Result<OrgFields, MgmtError> {
+/// Validates a Customer input object (create and the full-replacement update) against the known
+/// `packages`, fields in the order of the spec's table: the first bad one is named, an unknown
+/// `packageId` included. (The store checks the package again in the write's transaction.)
+pub fn customer_input(m: &Map<String, Value>, packages: &[i64]) -> Result<OrgFields, MgmtError> {
     let i = Input(m);
     let country = || -> Result<String, MgmtError> {
         let c = i.req_str("countryCode")?;
@@ -125,7 +86,7 @@ pub fn customer_input(c: &Connection, m: &Map<String, Value>) -> Result<OrgField
     };
     let package = || -> Result<i64, MgmtError> {
         let p = i.req_int("packageId")?;
-        if store::package_exists(c, p)? {
+        if packages.contains(&p) {
             Ok(p)
         } else {
             Err(MgmtError::BadRequest(

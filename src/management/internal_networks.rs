@@ -6,19 +6,14 @@
 
 use bytes::Bytes;
 use hyper::Response;
-use rusqlite::Connection;
 use serde_json::{Map, Value};
 
-use super::common::{
-    check_site, found, list_page, object_body, ok, write_org, write_org_found, Checked, Input,
-};
+use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::internal_networks::{
-    self as store, InternalNetworkFields, InternalNetworkRecord,
-};
+use crate::store::InternalNetworkFields;
 use crate::timefmt::now;
 
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
@@ -30,35 +25,26 @@ pub async fn handle(
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
     use MgmtEndpoint::*;
+    let store = &state.store;
     match ep {
         ListInternalNetworks { .. } => {
-            list_page(state, ctx, move |c, l, o| store::list(c, org, l, o)).await
+            let p = paging(ctx)?;
+            Ok(ok(&store
+                .list_internal_networks(org, p.limit, p.offset)
+                .await?))
         }
-        GetInternalNetwork { id, .. } => {
-            found(state.store.read(move |c| store::get(c, org, id)).await?)
-        }
+        GetInternalNetwork { id, .. } => found(store.get_internal_network(org, id).await?),
         CreateInternalNetwork { .. } => {
             let f = internal_network_input(&object_body(ctx, &body)?)?;
-            let rec = write_org(state, org, move |c| {
-                create_internal_network(c, org, &f, now())
-            })
-            .await?;
-            Ok(ok(&rec))
+            Ok(ok(&store.create_internal_network(org, f, now()).await?))
         }
         UpdateInternalNetwork { id, .. } => {
             let f = internal_network_input(&object_body(ctx, &body)?)?;
-            let rec = write_org(state, org, move |c| {
-                if let Err(e) = check_site(c, org, f.site_id)? {
-                    return Ok(Err(e));
-                }
-                Ok(store::update(c, org, id, &f, now())?.ok_or(MgmtError::NotFound))
-            })
-            .await?;
-            Ok(ok(&rec))
+            Ok(ok(&store
+                .update_internal_network(org, id, f, now())
+                .await?))
         }
-        DeleteInternalNetwork { id, .. } => {
-            write_org_found(state, org, move |c| store::delete(c, org, id)).await
-        }
+        DeleteInternalNetwork { id, .. } => Ok(ok(&store.delete_internal_network(org, id).await?)),
         _ => Err(MgmtError::NotFound),
     }
 }
@@ -72,17 +58,4 @@ pub fn internal_network_input(m: &Map<String, Value>) -> Result<InternalNetworkF
         prefix_length: i.req_int_in("prefixLength", 8..=32)?,
         site_id: i.req_int("siteId")?,
     })
-}
-
-/// Creates an internal network after checking its site (used by the API and the command line).
-pub fn create_internal_network(
-    c: &Connection,
-    org: i64,
-    f: &InternalNetworkFields,
-    now: i64,
-) -> Checked<InternalNetworkRecord> {
-    if let Err(e) = check_site(c, org, f.site_id)? {
-        return Ok(Err(e));
-    }
-    Ok(Ok(store::create(c, org, f, now)?))
 }

@@ -8,7 +8,6 @@ pub mod appliances;
 pub mod auth;
 pub mod common;
 pub mod customers;
-pub mod demo;
 pub mod internal_networks;
 pub mod msp_customers;
 pub mod networks;
@@ -103,10 +102,7 @@ async fn dispatch(
     };
     // SECURITY: an organization outside the credential's scope is answered exactly like one that
     // does not exist.
-    let visible = state
-        .store
-        .read(move |conn| crate::store::tenants::organization_visible(conn, scope, org))
-        .await?;
+    let visible = state.store.organization_visible(scope, org).await?;
     if !visible {
         return Err(MgmtError::NotFound);
     }
@@ -114,8 +110,8 @@ async fn dispatch(
 }
 
 /// Hands a per-organization endpoint to its resource, once `org` was found visible. That check
-/// ran in a read of its own: every write checks again that the organization still exists
-/// (`common::write_org`).
+/// ran in a read of its own: every write of the organization's data checks again, in its own
+/// transaction, that the organization still exists (404 if not).
 async fn route(
     state: &AppState,
     ep: MgmtEndpoint,
@@ -159,8 +155,7 @@ async fn route(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tenants::{self, OrgFields, Parent};
-    use crate::store::Store;
+    use crate::store::{OrgFields, Parent, Scope, Store};
 
     fn state(store: Store) -> AppState {
         AppState {
@@ -192,20 +187,18 @@ mod tests {
         }
     }
 
-    /// Rows a refused write might have left behind.
-    async fn rows(store: &Store) -> Vec<i64> {
-        store
-            .read(|c| {
-                ["origins", "sites", "users", "internal_networks"]
-                    .iter()
-                    .map(|t| {
-                        let sql = format!("SELECT count(*) FROM {t}");
-                        Ok(c.query_row(&sql, [], |r| r.get(0))?)
-                    })
-                    .collect()
-            })
-            .await
-            .unwrap()
+    /// What a refused write might have left behind: every site, internal network and user of
+    /// the organization.
+    async fn rows(store: &Store, org: i64) -> (usize, usize, usize) {
+        (
+            store.list_sites(org, 200, 0).await.unwrap().len(),
+            store
+                .list_internal_networks(org, 200, 0)
+                .await
+                .unwrap()
+                .len(),
+            store.list_users(org, 200, 0).await.unwrap().len(),
+        )
     }
 
     /// The race of a write with the organization's deletion, made deterministic: the scope check
@@ -214,32 +207,24 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_to_an_organization_deleted_after_the_scope_check_are_404() {
         let dir = crate::testdir::TempDir::new("mgmt-race");
-        let store = Store::open(&dir.join("parasol.db")).unwrap();
+        let store = Store::open_sqlite(&dir.join("parasol.db"), crate::store::sqlite::Role::Server)
+            .unwrap();
         let f = OrgFields {
             name: "o".into(),
             seats: 1,
             ..Default::default()
         };
-        let (gone, live) = store
-            .write(move |c| {
-                let gone = tenants::create_organization(c, Parent::None, &f, 0)?;
-                let live = tenants::create_organization(c, Parent::None, &f, 0)?;
-                Ok((gone, live))
-            })
+        let gone = store
+            .create_organization(Parent::None, f.clone(), 0)
             .await
             .unwrap();
+        let live = store.create_organization(Parent::None, f, 0).await.unwrap();
         let state = state(store.clone());
-        let scope = tenants::Scope::Organization(gone.id);
+        let scope = Scope::Organization(gone.id);
         let (org, site) = (gone.id, gone.default_site_id);
-        assert!(store
-            .read(move |c| tenants::organization_visible(c, scope, org))
-            .await
-            .unwrap());
-        store
-            .write(move |c| tenants::delete_organization(c, org))
-            .await
-            .unwrap();
-        let before = rows(&store).await;
+        assert!(store.organization_visible(scope, org).await.unwrap());
+        assert!(store.delete_organization(org).await.unwrap());
+        assert_eq!(rows(&store, org).await, (0, 0, 0));
         let user = serde_json::json!({"firstname": "a", "lastname": "b", "email": "a@b.example",
             "password": "p", "roleId": 1, "timezone": "UTC"});
         let network = serde_json::json!({"name": "n", "ipAddress": "10.0.0.0", "prefixLength": 8, "siteId": site});
@@ -287,7 +272,7 @@ mod tests {
             let r = route(&state, ep, org, &json_ctx(), body).await;
             assert_eq!(r.err(), Some(MgmtError::NotFound), "{what}");
         }
-        assert_eq!(rows(&store).await, before);
+        assert_eq!(rows(&store, org).await, (0, 0, 0));
         // The same write to an organization that still exists goes ahead.
         let body = Bytes::from_static(br#"{"name": "s"}"#);
         let r = route(

@@ -12,8 +12,7 @@ use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::customers::{self as store, MspCustomerRecord};
-use crate::store::tenants::{OrgFields, Parent, Scope};
+use crate::store::{CustomerRecord, MspCustomerRecord, OrgFields, Parent, Scope};
 use crate::timefmt::now;
 
 pub async fn handle(
@@ -37,49 +36,30 @@ pub async fn handle(
         return Err(MgmtError::NotFound);
     }
     let parent = Parent::Msp(msp);
-    let found = |rec: Option<store::CustomerRecord>| {
-        rec.map(|r| ok(&MspCustomerRecord::from(r)))
-            .ok_or(MgmtError::NotFound)
-    };
+    let store = &state.store;
+    let answer = |rec: CustomerRecord| Ok(ok(&MspCustomerRecord::from(rec)));
     match ep {
         ListMspCustomers { .. } => {
             let p = paging(ctx)?;
-            let list = state
-                .store
-                .read(move |c| store::list(c, parent, p.limit, p.offset))
-                .await?;
+            let list = store.list_customers(parent, p.limit, p.offset).await?;
             let list: Vec<MspCustomerRecord> = list.into_iter().map(Into::into).collect();
             Ok(ok(&list))
         }
-        GetMspCustomer { customer, .. } => found(
-            state
-                .store
-                .read(move |c| store::get(c, parent, customer))
-                .await?,
-        ),
+        GetMspCustomer { customer, .. } => match store.get_customer(parent, customer).await? {
+            Some(rec) => answer(rec),
+            None => Err(MgmtError::NotFound),
+        },
         CreateMspCustomer { .. } => {
             let f = msp_customer_input(&object_body(ctx, &body)?)?;
-            let rec = state
-                .store
-                .write(move |c| store::create(c, parent, &f, now()))
-                .await?;
-            found(Some(rec))
+            answer(store.create_customer(parent, f, now()).await?)
         }
         UpdateMspCustomer { customer, .. } => {
             let f = msp_customer_input(&object_body(ctx, &body)?)?;
-            found(
-                state
-                    .store
-                    .write(move |c| store::update(c, parent, customer, &f, now()))
-                    .await?,
-            )
+            answer(store.update_customer(parent, customer, f, now()).await?)
         }
-        DeleteMspCustomer { customer, .. } => found(
-            state
-                .store
-                .write(move |c| store::delete(c, parent, customer))
-                .await?,
-        ),
+        DeleteMspCustomer { customer, .. } => {
+            answer(store.delete_customer(parent, customer).await?)
+        }
         _ => Err(MgmtError::NotFound),
     }
 }

@@ -5,12 +5,12 @@ use bytes::Bytes;
 use hyper::Response;
 use serde_json::{Map, Value};
 
-use super::common::{found, ok, paging, write_org_found, Input};
+use super::common::{found, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::devices::{self as store, NewNetwork};
+use crate::store::NewNetwork;
 
 /// Observed values of a network's `status`.
 pub const NETWORK_STATUSES: &[&str] = &["OPEN", "CLOSED"];
@@ -24,24 +24,14 @@ pub async fn handle(
     _body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
     use MgmtEndpoint::*;
+    let store = &state.store;
     match ep {
         ListNetworks { .. } => {
             let p = paging(ctx)?;
-            let list = state
-                .store
-                .read(move |c| store::list_networks(c, org, p.limit, p.offset))
-                .await?;
-            Ok(ok(&list))
+            Ok(ok(&store.list_networks(org, p.limit, p.offset).await?))
         }
-        GetNetwork { id, .. } => found(
-            state
-                .store
-                .read(move |c| store::get_network(c, org, id))
-                .await?,
-        ),
-        DeleteNetwork { id, .. } => {
-            write_org_found(state, org, move |c| store::delete_network(c, org, id)).await
-        }
+        GetNetwork { id, .. } => found(store.get_network(org, id).await?),
+        DeleteNetwork { id, .. } => Ok(ok(&store.delete_network(org, id).await?)),
         _ => Err(MgmtError::NotFound),
     }
 }

@@ -6,12 +6,12 @@ use bytes::Bytes;
 use hyper::Response;
 use serde_json::{Map, Value};
 
-use super::common::{found, object_body, ok, paging, write_org_found, Input};
+use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
 use crate::router::MgmtEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::devices::{self as store, NewRoamingComputer, RoamingFilter};
+use crate::store::{NewRoamingComputer, RoamingFilter};
 
 /// Observed values of a roaming computer's `status`.
 pub const ROAMING_STATUSES: &[&str] = &[
@@ -36,42 +36,30 @@ pub async fn handle(
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
     use MgmtEndpoint::*;
+    let store = &state.store;
     match ep {
         ListRoamingComputers { .. } => {
             let p = paging(ctx)?;
             let f = filter(ctx)?;
-            let list = state
-                .store
-                .read(move |c| store::list_roaming_computers(c, org, &f, p.limit, p.offset))
+            let list = store
+                .list_roaming_computers(org, f, p.limit, p.offset)
                 .await?;
             Ok(ok(&list))
         }
-        GetRoamingComputer { device, .. } => found(
-            state
-                .store
-                .read(move |c| store::get_roaming_computer(c, org, &device))
-                .await?,
-        ),
+        GetRoamingComputer { device, .. } => found(store.get_roaming_computer(org, device).await?),
         UpdateRoamingComputer { device, .. } => {
-            // `name` is the only input field; the rest of the record is output only.
             let name = Input(&object_body(ctx, &body)?).req_str("name")?;
-            write_org_found(state, org, move |c| {
-                store::rename_roaming_computer(c, org, &device, &name)
-            })
-            .await
+            Ok(ok(&store
+                .rename_roaming_computer(org, device, name)
+                .await?))
         }
         DeleteRoamingComputer { device, .. } => {
-            write_org_found(state, org, move |c| {
-                store::delete_roaming_computer(c, org, &device)
-            })
-            .await
+            Ok(ok(&store.delete_roaming_computer(org, device).await?))
         }
         _ => Err(MgmtError::NotFound),
     }
 }
 
-/// The list's query filters. `name` and `status` are taken as given (an empty `name` matches
-/// everything); the times must be RFC 3339, else 400 naming the parameter.
 fn filter(ctx: &RequestCtx) -> Result<RoamingFilter, MgmtError> {
     let time = |name: &str, round_up: bool| -> Result<Option<i64>, MgmtError> {
         ctx.query

@@ -14,6 +14,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::HeaderMap;
 use hyper_util::rt::TokioIo;
 use parasol::config::{ServerConfig, TlsSource};
+use parasol::store::sqlite::Role;
+use parasol::store::{OrgFields, Parent, Scope, Store};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::Value;
@@ -303,28 +305,62 @@ impl TestServer {
         dir
     }
 
-    /// A direct database connection (for provisioning in tests).
+    /// A plain connection to the server's database, for checking what is stored.
     pub fn db(&self) -> rusqlite::Connection {
-        parasol::store::open_migrated(&self.dir.path().join("parasol.db")).unwrap()
+        open_db(&self.dir.path().join("parasol.db"))
+    }
+
+    /// A store on the server's database, as a command-line tool opens it beside the server.
+    pub fn store(&self) -> Store {
+        tool_store(&self.dir.path().join("parasol.db"))
     }
 
     /// Creates a stand-alone organization; returns its id and customer key.
     pub fn create_org(&self, name: &str) -> (i64, String) {
-        let c = self.db();
-        let f = parasol::store::tenants::OrgFields {
+        let f = OrgFields {
             name: name.into(),
             seats: 1,
             ..Default::default()
         };
-        let o = parasol::store::tenants::create_organization(
-            &c,
-            parasol::store::tenants::Parent::None,
-            &f,
-            parasol::timefmt::now(),
-        )
+        let o = run(self
+            .store()
+            .create_organization(Parent::None, f, parasol::timefmt::now()))
         .unwrap();
         (o.id, o.customer_key)
     }
+}
+
+/// A plain connection to a database, for checking what is stored.
+pub fn open_db(path: &Path) -> rusqlite::Connection {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.busy_timeout(WAIT).unwrap();
+    c
+}
+
+/// A store on an existing database, as a command-line tool opens it.
+pub fn tool_store(path: &Path) -> Store {
+    Store::open_sqlite(path, Role::Tool).unwrap()
+}
+
+/// Runs a store operation to completion from synchronous code (or from inside a test's own
+/// runtime, which it leaves alone): on a thread with a runtime of its own.
+pub fn run<F>(fut: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(fut)
+            })
+            .join()
+            .unwrap()
+    })
 }
 
 impl Drop for TestServer {
@@ -537,11 +573,26 @@ pub fn event(domain: &str) -> Value {
 
 /// Creates an organization through the real command line; returns its customer key.
 pub fn cli_create_org(dir: &Path, name: &str) -> String {
+    cli_init(dir);
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
     command
         .args(["org", "create", "--name", name, "--data-dir"])
         .arg(dir);
     customer_key_from(command)
+}
+
+/// `parasol init`: creates the data directory's database if it has none.
+pub fn cli_init(dir: &Path) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["init", "--data-dir"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs a prepared `parasol org create` command; returns the new organization's customer key.
@@ -612,59 +663,62 @@ pub struct World {
 impl TestServer {
     /// Provisions a [`World`] directly in the database.
     pub fn world(&self) -> World {
-        use parasol::store::tenants::{self, OrgFields, Parent, Scope};
-        let c = self.db();
+        let store = self.store();
         let now = parasol::timefmt::now();
-        let sp = tenants::create_service_provider(
-            &c,
-            &tenants::NewServiceProvider {
-                name: "Provider".into(),
-                package_id: 2,
-                seats_total: 500,
-                rebill_at: Some(now + 86_400 * 30),
-                expires_at: Some(now + 86_400 * 365),
-            },
-            now,
-        )
-        .unwrap();
-        let msp = tenants::create_msp(&c, "Managed", now).unwrap();
-        let fields = |name: &str| OrgFields {
-            name: name.into(),
-            seats: 10,
-            package_id: Some(2),
-            street_address: Some("1 Main St".into()),
-            city: Some("Springfield".into()),
-            state: Some("IL".into()),
-            country_code: Some("US".into()),
-            admin_emails: vec!["admin@example.com".into()],
-            ..Default::default()
-        };
-        let sp_org =
-            tenants::create_organization(&c, Parent::ServiceProvider(sp), &fields("Acme"), now)
-                .unwrap()
-                .id;
-        let msp_org = tenants::create_organization(&c, Parent::Msp(msp), &fields("Globex"), now)
-            .unwrap()
-            .id;
-        let lone_org = tenants::create_organization(&c, Parent::None, &fields("Initech"), now)
-            .unwrap()
-            .id;
-        let cred = |scope| {
-            let (key, secret) = parasol::demo::issue_credential(&c, scope, None, now).unwrap();
-            Cred { key, secret }
-        };
-        World {
-            sp,
-            msp,
-            sp_org,
-            msp_org,
-            lone_org,
-            sp_cred: cred(Scope::ServiceProvider(sp)),
-            msp_cred: cred(Scope::Msp(msp)),
-            sp_org_cred: cred(Scope::Organization(sp_org)),
-            msp_org_cred: cred(Scope::Organization(msp_org)),
-            lone_org_cred: cred(Scope::Organization(lone_org)),
-        }
+        run(async {
+            let sp = store
+                .create_service_provider(
+                    parasol::store::NewServiceProvider {
+                        name: "Provider".into(),
+                        package_id: 2,
+                        seats_total: 500,
+                        rebill_at: Some(now + 86_400 * 30),
+                        expires_at: Some(now + 86_400 * 365),
+                    },
+                    now,
+                )
+                .await
+                .unwrap();
+            let msp = store.create_msp("Managed".into(), now).await.unwrap();
+            let fields = |name: &str| OrgFields {
+                name: name.into(),
+                seats: 10,
+                package_id: Some(2),
+                street_address: Some("1 Main St".into()),
+                city: Some("Springfield".into()),
+                state: Some("IL".into()),
+                country_code: Some("US".into()),
+                admin_emails: vec!["admin@example.com".into()],
+                ..Default::default()
+            };
+            let org = async |parent, name| {
+                store
+                    .create_organization(parent, fields(name), now)
+                    .await
+                    .unwrap()
+                    .id
+            };
+            let sp_org = org(Parent::ServiceProvider(sp), "Acme").await;
+            let msp_org = org(Parent::Msp(msp), "Globex").await;
+            let lone_org = org(Parent::None, "Initech").await;
+            let cred = async |scope| {
+                let (key, secret, stored) = parasol::demo::new_credential(None).unwrap();
+                store.create_credential(scope, stored, now).await.unwrap();
+                Cred { key, secret }
+            };
+            World {
+                sp,
+                msp,
+                sp_org,
+                msp_org,
+                lone_org,
+                sp_cred: cred(Scope::ServiceProvider(sp)).await,
+                msp_cred: cred(Scope::Msp(msp)).await,
+                sp_org_cred: cred(Scope::Organization(sp_org)).await,
+                msp_org_cred: cred(Scope::Organization(msp_org)).await,
+                lone_org_cred: cred(Scope::Organization(lone_org)).await,
+            }
+        })
     }
 }
 

@@ -6,20 +6,11 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::Result;
+use crate::store::model::*;
+use crate::store::Result;
 
 /// Request ids one step looks at: a few milliseconds of the writer's time.
 pub const STEP_IDS: i64 = 4096;
-
-/// What one step did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Step {
-    pub organization_id: i64,
-    /// Stored requests deleted by this step.
-    pub deleted: usize,
-    /// The organization's last range was done: nothing of it is left.
-    pub finished: bool,
-}
 
 /// Whether a deleted organization's requests are still waiting to be deleted.
 pub fn pending(conn: &Connection) -> Result<bool> {
@@ -32,7 +23,7 @@ pub fn pending(conn: &Connection) -> Result<bool> {
 
 /// Deletes the requests of the first pending organization within its next `ids` request ids.
 /// `None` when no purge is pending. Runs inside the caller's write transaction.
-pub fn step(conn: &Connection, ids: i64) -> Result<Option<Step>> {
+pub fn step(conn: &Connection, ids: i64) -> Result<Option<PurgeStep>> {
     let next: Option<(i64, i64, i64)> = conn
         .prepare_cached(
             "SELECT organization_id, up_to, done FROM event_purges
@@ -57,7 +48,7 @@ pub fn step(conn: &Connection, ids: i64) -> Result<Option<Step>> {
         conn.prepare_cached("UPDATE event_purges SET done = ?2 WHERE organization_id = ?1")?
             .execute(params![org, to])?;
     }
-    Ok(Some(Step {
+    Ok(Some(PurgeStep {
         organization_id: org,
         deleted,
         finished,
@@ -67,7 +58,7 @@ pub fn step(conn: &Connection, ids: i64) -> Result<Option<Step>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::migrate::memory_db;
+    use crate::store::sqlite::migrate::memory_db;
 
     fn org(c: &Connection, name: &str) -> i64 {
         c.execute(

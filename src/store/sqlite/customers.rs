@@ -6,65 +6,11 @@
 //! are always true.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde::Serialize;
 
-use super::tenants::{self, OrgFields, Parent};
-use super::Result;
+use super::tenants;
+use crate::store::model::*;
+use crate::store::Result;
 use crate::timefmt::rfc3339;
-
-/// The ServiceProvider record, exactly the spec's fields.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceProviderRecord {
-    pub package_name: String,
-    pub seats_total: i64,
-    pub seats_used: i64,
-    pub customer_count: i64,
-    pub status: String,
-    pub rebill_at: Option<String>,
-    pub expires_at: Option<String>,
-}
-
-/// The Customer record (under a service provider), exactly the spec's fields.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CustomerRecord {
-    pub customer_id: i64,
-    pub customer_name: String,
-    pub package_name: Option<String>,
-    pub seats: i64,
-    pub street_address: Option<String>,
-    pub street_address2: Option<String>,
-    pub city: Option<String>,
-    pub state: Option<String>,
-    pub country_code: Option<String>,
-    pub zip_code: Option<String>,
-    pub package_id: Option<i64>,
-    pub deal_id: Option<String>,
-    pub admin_emails: Vec<String>,
-    pub ccw_deal_owner_emails: Vec<String>,
-    pub created_at: String,
-    pub modified_at: String,
-}
-
-/// The MspCustomer record, exactly the spec's fields.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MspCustomerRecord {
-    pub customer_id: i64,
-    pub customer_name: String,
-    pub seats: i64,
-}
-
-impl From<CustomerRecord> for MspCustomerRecord {
-    fn from(c: CustomerRecord) -> Self {
-        MspCustomerRecord {
-            customer_id: c.customer_id,
-            customer_name: c.customer_name,
-            seats: c.seats,
-        }
-    }
-}
 
 /// The service provider's record with its derived fields, if it exists.
 pub fn service_provider(conn: &Connection, sp: i64) -> Result<Option<ServiceProviderRecord>> {
@@ -106,15 +52,6 @@ pub fn service_provider_package(conn: &Connection, sp: i64) -> Result<Option<i64
         .prepare_cached("SELECT package_id FROM service_providers WHERE id = ?1")?
         .query_row(params![sp], |r| r.get(0))
         .optional()?)
-}
-
-/// True when the MSP exists.
-pub fn msp_exists(conn: &Connection, msp: i64) -> Result<bool> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM msps WHERE id = ?1")?
-        .query_row(params![msp], |_| Ok(()))
-        .optional()?
-        .is_some())
 }
 
 const SELECT: &str = "SELECT o.id, o.name, p.name, o.seats, o.street_address, o.street_address2,
@@ -185,7 +122,7 @@ pub fn create(
 ) -> Result<CustomerRecord> {
     let created = tenants::create_organization(conn, parent, f, now)?;
     get(conn, parent, created.id)?
-        .ok_or_else(|| super::StoreError::Aborted("customer vanished".into()))
+        .ok_or_else(|| crate::store::StoreError::Internal("customer vanished".into()))
 }
 
 /// Replaces a customer's fields (a full replacement for a provider's customer; an MSP customer
@@ -250,13 +187,6 @@ pub fn delete(conn: &Connection, parent: Parent, customer: i64) -> Result<Option
     Ok(Some(rec))
 }
 
-/// A subscribable package, as listed for operators.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Package {
-    pub id: i64,
-    pub name: String,
-}
-
 /// All packages, ordered by id.
 pub fn list_packages(conn: &Connection) -> Result<Vec<Package>> {
     let mut stmt = conn.prepare_cached("SELECT id, name FROM packages ORDER BY id")?;
@@ -285,10 +215,10 @@ mod tests {
 
     #[test]
     fn derived_fields_follow_customers() {
-        let c = crate::store::migrate::memory_db();
+        let c = crate::store::sqlite::migrate::memory_db();
         let sp = tenants::create_service_provider(
             &c,
-            &tenants::NewServiceProvider {
+            &NewServiceProvider {
                 name: "p".into(),
                 package_id: 2,
                 seats_total: 100,

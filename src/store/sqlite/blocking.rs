@@ -5,10 +5,10 @@
 //! parents is on the allow list (decisions.md: the allow list wins at enforcement time).
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
 
-use super::Result;
 use crate::enforcement::domain::self_and_parents;
+use crate::store::model::*;
+use crate::store::Result;
 
 /// Adds a (normalised) name to the organization's allow list. False if it was there already.
 pub fn allow_add(conn: &Connection, org: i64, name: &str, now: i64) -> Result<bool> {
@@ -47,18 +47,6 @@ fn first_match(conn: &Connection, table: &str, org: i64, name: &str) -> Result<O
         }
     }
     Ok(None)
-}
-
-/// The verdict on one name for one organization.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Verdict {
-    pub name: String,
-    pub blocked: bool,
-    /// The domain-list entry that covers the name (itself or its nearest parent).
-    pub listed_as: Option<String>,
-    /// The allow-list entry that covers the name, which wins over the domain list.
-    pub allowed_by: Option<String>,
 }
 
 /// Is `name` (normalised) blocked for the organization?
@@ -101,13 +89,14 @@ pub fn effective(conn: &Connection, org: i64) -> Result<(Vec<String>, Vec<String
 
 #[cfg(test)]
 mod tests {
+    use super::super::tenants::create_organization;
     use super::*;
-    use crate::store::tenants::{create_organization, OrgFields, Parent};
+    use crate::store::{OrgFields, Parent};
 
     #[test]
     fn allow_list_wins_for_the_name_and_below() {
         let mut c = Connection::open_in_memory().unwrap();
-        crate::store::migrate::migrate(&mut c).unwrap();
+        crate::store::sqlite::migrate::migrate(&mut c).unwrap();
         let f = OrgFields {
             name: "o".into(),
             seats: 1,

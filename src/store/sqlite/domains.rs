@@ -8,10 +8,11 @@
 //! until new entries move past it, so listing a name rarely writes a count (see `schema.sql`).
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
 
 use super::writer_cache::{Sql, Statements};
-use super::{Result, StoreError, WriterCache};
+use super::WriterCache;
+use crate::store::model::*;
+use crate::store::{Result, StoreError};
 
 /// Requests listing at most this many names read and record them through the writer's cache.
 /// Larger batches bypass it: recording thousands of mostly new names would cost them more than
@@ -84,105 +85,6 @@ fn close_block(conn: &Connection, org: i64, block: i64) -> Result<()> {
     Ok(())
 }
 
-/// An event that passed validation, ready to store.
-#[derive(Debug, Clone)]
-pub struct PreparedEvent {
-    /// Normalised dstDomain.
-    pub domain: String,
-    /// Whether the acceptance checks put the domain on the list.
-    pub listed: bool,
-}
-
-/// One request's events in the form they are stored: the row of `event_batches` (its JSON
-/// arrays are built here, off the writer thread) and the names to list.
-#[derive(Debug, Clone)]
-pub struct PreparedBatch {
-    /// Each name the acceptance checks listed, once, in the order of its first event.
-    to_list: Vec<String>,
-    event_count: usize,
-    /// JSON array of the events as sent.
-    events_json: String,
-    /// JSON array of each event's normalised dstDomain.
-    domains_json: String,
-    /// JSON array of 1 (listed) or 0 per event.
-    listed_json: String,
-}
-
-/// Appends `s` to `out` as a JSON string. A normalised name (letters, digits, hyphens and dots)
-/// needs no escapes and is copied as it is.
-fn push_json_string(out: &mut String, s: &str) {
-    if s.bytes()
-        .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
-    {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
-    } else {
-        // Strings always serialise.
-        out.push_str(&serde_json::to_string(s).unwrap_or_default());
-    }
-}
-
-impl PreparedBatch {
-    /// `events_json` is the JSON array of the events as sent, one element per entry of `events`.
-    pub fn new(events: Vec<PreparedEvent>, events_json: String) -> PreparedBatch {
-        // Written straight from the names (a `serde_json::Value` in between cost as much as the
-        // rest of the request's validation).
-        let mut domains_json =
-            String::with_capacity(events.iter().map(|e| e.domain.len() + 3).sum::<usize>() + 2);
-        domains_json.push('[');
-        for (i, e) in events.iter().enumerate() {
-            if i > 0 {
-                domains_json.push(',');
-            }
-            push_json_string(&mut domains_json, &e.domain);
-        }
-        domains_json.push(']');
-        let mut listed_json = String::with_capacity(2 * events.len() + 1);
-        listed_json.push('[');
-        for (i, e) in events.iter().enumerate() {
-            if i > 0 {
-                listed_json.push(',');
-            }
-            listed_json.push(if e.listed { '1' } else { '0' });
-        }
-        listed_json.push(']');
-        let event_count = events.len();
-        // A batch that names a domain many times costs the writer one look-up for it.
-        // A few events (a single event above all) are compared in place, nothing hashed; the
-        // set allocates only when used.
-        let few = events.len() <= 8;
-        let mut seen = std::collections::HashSet::new();
-        let mut to_list: Vec<String> = Vec::new();
-        for e in events.into_iter().filter(|e| e.listed) {
-            let first = if few {
-                !to_list.contains(&e.domain)
-            } else {
-                seen.insert(e.domain.clone())
-            };
-            if first {
-                to_list.push(e.domain);
-            }
-        }
-        PreparedBatch {
-            to_list,
-            event_count,
-            events_json,
-            domains_json,
-            listed_json,
-        }
-    }
-
-    /// Number of events in the request.
-    pub fn len(&self) -> usize {
-        self.event_count
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.event_count == 0
-    }
-}
-
 /// The event writes' statements (slots of `Statements`).
 const INSERT_REQUEST: Sql = Sql(
     0,
@@ -207,15 +109,6 @@ const INSERT_NEW_NAME: Sql = Sql(
      VALUES (?1, ?2, ?3, ?4, ?5, ?5)
      ON CONFLICT (organization_id, name) DO NOTHING",
 );
-
-/// One entry of the domain list as the API shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DomainEntry {
-    pub id: i64,
-    pub name: String,
-    pub last_seen_at: i64,
-}
 
 /// Stores one request's events for `org` (one row, whatever the number of events) and adds the
 /// listed domains (or refreshes their `lastSeenAt`). Runs inside the caller's transaction, and
@@ -287,7 +180,7 @@ pub fn ingest(
                         let e = list_end(conn, cache, org, &mut end)?;
                         let id = e
                             .append(conn, statements.get(INSERT_NAME)?, org, name, now)?
-                            .ok_or_else(|| StoreError::Task("an insert added no row".into()))?;
+                            .ok_or_else(|| StoreError::Internal("an insert added no row".into()))?;
                         new = Some(id);
                         id
                     }
@@ -412,7 +305,7 @@ pub fn list_page(
                         (bucket << BUCKET_SHIFT, offset - before - before_bucket)
                     }
                     // A level-0 count is the sum of its level-1 counts.
-                    (None, _) => return Err(StoreError::Task("domain counts disagree".into())),
+                    (None, _) => return Err(StoreError::Internal("domain counts disagree".into())),
                 }
             }
             // Past every counted entry: in the open block, after the last counted one.
@@ -525,8 +418,9 @@ pub fn event_count(conn: &Connection, org: i64) -> Result<i64> {
 mod tests {
     use std::collections::BTreeMap;
 
+    use super::super::tenants::create_organization;
     use super::*;
-    use crate::store::tenants::{create_organization, OrgFields, Parent};
+    use crate::store::{OrgFields, Parent};
 
     #[test]
     fn stored_arrays_are_json_arrays_of_names_and_verdicts() {
@@ -558,7 +452,7 @@ mod tests {
     fn db() -> (Connection, i64) {
         let mut c = Connection::open_in_memory().unwrap();
         c.pragma_update(None, "foreign_keys", "ON").unwrap();
-        crate::store::migrate::migrate(&mut c).unwrap();
+        crate::store::sqlite::migrate::migrate(&mut c).unwrap();
         let f = OrgFields {
             name: "t".into(),
             seats: 1,

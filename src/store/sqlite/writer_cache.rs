@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use rusqlite::Connection;
 
-use super::Result;
+use crate::store::Result;
 
 /// Entries kept of each kind before the kind is emptied and filled again. A few MiB at most.
 const MAX_KEYS: usize = 4096;
@@ -171,7 +171,7 @@ impl<'c> Statements<'c> {
         let taken = self
             .taken
             .get_mut(slot)
-            .ok_or_else(|| super::StoreError::Task(format!("no statement slot {slot}")))?;
+            .ok_or_else(|| super::StoreError::Internal(format!("no statement slot {slot}")))?;
         Ok(match taken {
             Some(stmt) => stmt,
             None => taken.insert(self.conn.prepare_cached(text)?),

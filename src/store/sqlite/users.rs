@@ -2,37 +2,10 @@
 //! here ever reads back; `role` is read through the built-in roles table.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde::Serialize;
 
-use super::internal_networks::{self, InternalNetworkFields};
-use super::Result;
+use crate::store::model::*;
+use crate::store::Result;
 use crate::timefmt::rfc3339;
-
-/// The User record, exactly the spec's fields in the spec's order (never the password).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct UserRecord {
-    pub id: i64,
-    pub firstname: String,
-    pub lastname: String,
-    pub email: String,
-    pub role_id: i64,
-    pub role: String,
-    pub timezone: String,
-    pub status: String,
-    pub last_login_time: Option<String>,
-    pub two_factor_enable: bool,
-}
-
-/// The input fields of a user, apart from the password.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UserFields {
-    pub firstname: String,
-    pub lastname: String,
-    pub email: String,
-    pub role_id: i64,
-    pub timezone: String,
-}
 
 const SELECT: &str = "SELECT u.id, u.firstname, u.lastname, u.email, u.role_id, r.label,
         u.timezone, u.status, u.last_login_time, u.two_factor_enable
@@ -111,7 +84,7 @@ pub fn create(
         ],
     )?;
     let id = conn.last_insert_rowid();
-    get(conn, org, id)?.ok_or_else(|| super::StoreError::Aborted("user vanished".into()))
+    get(conn, org, id)?.ok_or_else(|| crate::store::StoreError::Internal("user vanished".into()))
 }
 
 /// Deletes a user and returns the record as it was. `None` if there is no such user.
@@ -126,66 +99,30 @@ pub fn delete(conn: &Connection, org: i64, id: i64) -> Result<Option<UserRecord>
     Ok(Some(rec))
 }
 
-/// Demo data of organization number `n` (0 or 1): an internal network on each of its two sites
-/// and one user, whose password is random and never shown (operators create their own users).
-pub fn fill_people_and_networks(
-    conn: &Connection,
-    org: i64,
-    default_site: i64,
-    second_site: i64,
-    n: usize,
-    now: i64,
-) -> Result<()> {
-    let (user, domain, zone, nets) = if n == 0 {
-        (
-            ("Ada", "Lovelace"),
-            "acme-labs.example",
-            "America/New_York",
-            [
-                ("Head Office LAN", "10.10.0.0"),
-                ("Branch Office LAN", "10.20.0.0"),
-            ],
-        )
-    } else {
-        (
-            ("Grace", "Hopper"),
-            "globex.example",
-            "Europe/Berlin",
-            [
-                ("Office LAN", "192.168.10.0"),
-                ("Warehouse LAN", "192.168.20.0"),
-            ],
-        )
-    };
-    for ((name, ip), site) in nets.into_iter().zip([default_site, second_site]) {
-        let f = InternalNetworkFields {
-            name: name.into(),
-            ip_address: ip.into(),
-            prefix_length: 24,
-            site_id: site,
-        };
-        internal_networks::create(conn, org, &f, now)?;
-    }
-    let f = UserFields {
-        firstname: user.0.into(),
-        lastname: user.1.into(),
-        email: format!("{}.{}@{domain}", user.0, user.1).to_ascii_lowercase(),
-        role_id: 1,
-        timezone: zone.into(),
-    };
-    let password = crate::secrets::hash(&uuid::Uuid::new_v4().to_string());
-    create(conn, org, &f, &password, now)?;
-    Ok(())
+/// One page of the built-in roles, ordered by id. Roles are shared by every organization: each
+/// is answered with `organizationId` 0.
+pub fn list_roles(conn: &Connection, limit: i64, offset: i64) -> Result<Vec<Role>> {
+    let mut st =
+        conn.prepare_cached("SELECT id, label FROM roles ORDER BY id LIMIT ?1 OFFSET ?2")?;
+    let rows = st.query_map(params![limit, offset], |r| {
+        Ok(Role {
+            role_id: r.get(0)?,
+            label: r.get(1)?,
+            organization_id: 0,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::tenants;
     use super::*;
-    use crate::store::tenants::{self, OrgFields, Parent};
+    use crate::store::{OrgFields, Parent};
 
     #[test]
     fn users_emails_are_unique_per_organization_ignoring_case() {
-        let c = crate::store::migrate::memory_db();
+        let c = crate::store::sqlite::migrate::memory_db();
         let o = OrgFields {
             name: "o".into(),
             seats: 1,
@@ -212,7 +149,10 @@ mod tests {
         );
         assert!(email_taken(&c, a.id, "a.b@EXAMPLE.com").unwrap());
         assert!(!email_taken(&c, b.id, "a.b@example.com").unwrap());
-        assert!(create(&c, a.id, &f, "h", 5).unwrap_err().is_constraint());
+        assert!(matches!(
+            create(&c, a.id, &f, "h", 5),
+            Err(crate::store::StoreError::Internal(m)) if m.contains("UNIQUE")
+        ));
         assert!(get(&c, b.id, u.id).unwrap().is_none());
         assert!(delete(&c, b.id, u.id).unwrap().is_none());
         assert_eq!(delete(&c, a.id, u.id).unwrap(), Some(u));

@@ -4,10 +4,10 @@
 
 use rusqlite::Connection;
 
-use super::{Result, StoreError};
+use crate::store::{Result, StoreError};
 
 /// The current schema, for a new database.
-const SCHEMA: &str = include_str!("../../schema.sql");
+const SCHEMA: &str = include_str!("../../../schema.sql");
 
 /// Entry `i` brings a database from version `i + 1` to `i + 2`.
 const UPGRADES: &[&str] = &[
@@ -237,7 +237,7 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(crate::store::domains::event_count(&c, 7).unwrap(), 3);
+        assert_eq!(super::super::domains::event_count(&c, 7).unwrap(), 3);
         let fk: i64 = c
             .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
                 r.get(0)
@@ -295,23 +295,23 @@ mod tests {
             )
             .unwrap();
         assert_eq!(counts, "0:0:1499 1:0:1023 1:1:476");
-        let (page, more) = crate::store::domains::list_page(&c, 7, 8, 200).unwrap();
+        let (page, more) = super::super::domains::list_page(&c, 7, 8, 200).unwrap();
         assert_eq!(page.first().map(|e| e.id), Some(1401));
         assert_eq!(page.len(), 99);
         assert!(!more);
 
-        let batch = crate::store::domains::PreparedBatch::new(
-            vec![crate::store::domains::PreparedEvent {
+        let batch = crate::store::PreparedBatch::new(
+            vec![crate::store::PreparedEvent {
                 domain: "new.example".into(),
                 listed: true,
             }],
             "[{}]".into(),
         );
-        let mut cache = crate::store::WriterCache::new();
-        crate::store::domains::ingest(
+        let mut cache = super::super::WriterCache::new();
+        super::super::domains::ingest(
             &c,
             &mut cache,
-            &mut crate::store::Statements::new(&c),
+            &mut super::super::Statements::new(&c),
             7,
             "u",
             9,
@@ -327,10 +327,10 @@ mod tests {
             .unwrap();
         assert_eq!(id, 1501, "above the deleted 1500");
         assert!(seq > 1499);
-        let (page, _) = crate::store::domains::list_page(&c, 7, 8, 200).unwrap();
+        let (page, _) = super::super::domains::list_page(&c, 7, 8, 200).unwrap();
         assert_eq!(page.last().map(|e| e.id), Some(1501));
-        assert!(crate::store::domains::delete_by_id(&c, 7, 3).unwrap());
-        let (page, _) = crate::store::domains::list_page(&c, 7, 1, 200).unwrap();
+        assert!(super::super::domains::delete_by_id(&c, 7, 3).unwrap());
+        let (page, _) = super::super::domains::list_page(&c, 7, 1, 200).unwrap();
         assert_eq!(page[2].id, 4);
 
         assert_eq!(shape(&c), new_shape());
@@ -390,11 +390,11 @@ mod tests {
         // purge, which then deletes it and nothing else.
         c.execute("DELETE FROM service_providers WHERE id = 1", [])
             .unwrap();
-        assert_eq!(crate::store::domains::event_count(&c, 7).unwrap(), 2);
-        let step = crate::store::purge::step(&c, 100).unwrap().unwrap();
+        assert_eq!(super::super::domains::event_count(&c, 7).unwrap(), 2);
+        let step = super::super::purge::step(&c, 100).unwrap().unwrap();
         assert_eq!((step.organization_id, step.deleted), (7, 1));
         assert!(step.finished);
-        assert_eq!(crate::store::purge::step(&c, 100).unwrap(), None);
+        assert_eq!(super::super::purge::step(&c, 100).unwrap(), None);
         assert_eq!(rows(&c).iter().map(|r| r.0).collect::<Vec<_>>(), vec![3, 8]);
     }
 }

@@ -398,7 +398,9 @@ mod tests {
     #[test]
     fn a_commits_fsync_of_the_wal_is_timed_on_the_committing_thread() {
         let dir = TempDir::new("walvfs-sync");
-        let w = super::super::open_connection(&dir.join("t.db")).unwrap();
+        let w =
+            super::super::conn::open_connection(&dir.join("t.db"), super::super::conn::Wait::Long)
+                .unwrap();
         w.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
             .unwrap();
         super::take_sync_time();
@@ -419,7 +421,7 @@ mod tests {
     fn what_a_commit_gathered_is_in_the_wal_file_before_others_see_it() {
         let dir = TempDir::new("walvfs");
         let path = dir.join("t.db");
-        let w = super::super::open_connection(&path).unwrap();
+        let w = super::super::conn::open_connection(&path, super::super::conn::Wait::Long).unwrap();
         assert_eq!(vfs_name(&w), super::NAME);
         w.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")
             .unwrap();
@@ -457,7 +459,7 @@ mod tests {
     fn a_transaction_that_spills_and_rolls_back_leaves_the_wal_consistent() {
         let dir = TempDir::new("walvfs");
         let path = dir.join("t.db");
-        let w = super::super::open_connection(&path).unwrap();
+        let w = super::super::conn::open_connection(&path, super::super::conn::Wait::Long).unwrap();
         // A tiny page cache: a large transaction writes frames before its commit (a spill) and
         // reads some of them back.
         w.execute_batch("PRAGMA cache_size = 10; CREATE TABLE t(id INTEGER PRIMARY KEY, v BLOB)")

@@ -3,20 +3,9 @@
 //! share them; callers supply the transaction.
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::Serialize;
 
-use super::Result;
-
-/// A service provider as created by an operator.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NewServiceProvider {
-    pub name: String,
-    pub package_id: i64,
-    pub seats_total: i64,
-    pub rebill_at: Option<i64>,
-    pub expires_at: Option<i64>,
-}
+use crate::store::model::*;
+use crate::store::Result;
 
 pub fn create_service_provider(
     conn: &Connection,
@@ -37,41 +26,6 @@ pub fn create_msp(conn: &Connection, name: &str, now: i64) -> Result<i64> {
         params![name, now],
     )?;
     Ok(conn.last_insert_rowid())
-}
-
-/// Which parent an organization belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Parent {
-    None,
-    ServiceProvider(i64),
-    Msp(i64),
-}
-
-/// Customer fields of an organization (the management interface's Customer record).
-#[derive(Debug, Clone, Default)]
-pub struct OrgFields {
-    pub name: String,
-    pub seats: i64,
-    pub package_id: Option<i64>,
-    pub street_address: Option<String>,
-    pub street_address2: Option<String>,
-    pub city: Option<String>,
-    pub state: Option<String>,
-    pub country_code: Option<String>,
-    pub zip_code: Option<String>,
-    pub deal_id: Option<String>,
-    pub admin_emails: Vec<String>,
-    pub ccw_deal_owner_emails: Vec<String>,
-}
-
-/// Result of creating an organization: its id, default site and first customer key.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CreatedOrganization {
-    pub id: i64,
-    pub name: String,
-    pub default_site_id: i64,
-    pub customer_key: String,
 }
 
 /// Allocates a new originId from the shared identity sequence.
@@ -206,16 +160,6 @@ fn live_customer_keys(conn: &Connection, org: i64) -> Result<Vec<String>> {
     Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
 }
 
-/// A customer key as listed for operators.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CustomerKeyInfo {
-    pub key: String,
-    pub organization_id: i64,
-    pub created_at: String,
-    pub revoked_at: Option<String>,
-}
-
 pub fn list_customer_keys(conn: &Connection, org: i64) -> Result<Vec<CustomerKeyInfo>> {
     let mut stmt = conn.prepare(
         "SELECT key, organization_id, created_at, revoked_at FROM customer_keys
@@ -234,22 +178,6 @@ pub fn list_customer_keys(conn: &Connection, org: i64) -> Result<Vec<CustomerKey
 
 // ------------------------------------------------------------------ API credentials
 
-/// What a management credential may reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", content = "id", rename_all = "camelCase")]
-pub enum Scope {
-    ServiceProvider(i64),
-    Msp(i64),
-    Organization(i64),
-}
-
-/// A stored credential: the scope and the secret's hash.
-#[derive(Debug, Clone)]
-pub struct StoredCredential {
-    pub scope: Scope,
-    pub secret_hash: String,
-}
-
 /// True when the organization exists and the credential's scope reaches it.
 pub fn organization_visible(conn: &Connection, scope: Scope, org: i64) -> Result<bool> {
     let row: Option<(Option<i64>, Option<i64>)> = conn
@@ -267,10 +195,8 @@ pub fn organization_visible(conn: &Connection, scope: Scope, org: i64) -> Result
 /// Stores a credential whose secret the caller has already hashed.
 pub fn insert_credential(
     conn: &Connection,
-    api_key: &str,
-    secret_hash: &str,
+    credential: &NewCredential,
     scope: Scope,
-    label: Option<&str>,
     now: i64,
 ) -> Result<()> {
     let (sp, msp, org) = match scope {
@@ -281,7 +207,15 @@ pub fn insert_credential(
     conn.execute(
         "INSERT INTO api_credentials (api_key, secret_hash, service_provider_id, msp_id, organization_id, label, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![api_key, secret_hash, sp, msp, org, label, now],
+        params![
+            credential.api_key,
+            credential.secret_hash,
+            sp,
+            msp,
+            org,
+            credential.label,
+            now
+        ],
     )?;
     Ok(())
 }
@@ -311,17 +245,6 @@ pub fn find_credential(conn: &Connection, api_key: &str) -> Result<Option<Stored
             })
         })
         .optional()?)
-}
-
-/// A credential as listed for operators (never the secret or its hash).
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CredentialInfo {
-    pub api_key: String,
-    pub scope: Scope,
-    pub label: Option<String>,
-    pub created_at: String,
-    pub revoked_at: Option<String>,
 }
 
 pub fn list_credentials(conn: &Connection) -> Result<Vec<CredentialInfo>> {
@@ -367,4 +290,84 @@ pub fn scope_exists(conn: &Connection, scope: Scope) -> Result<bool> {
         .query_row(sql, params![id], |_| Ok(()))
         .optional()?
         .is_some())
+}
+
+/// Whether the database holds any service provider, MSP or organization.
+pub fn has_tenants(conn: &Connection) -> Result<bool> {
+    let n: i64 = conn.query_row(
+        "SELECT (SELECT count(*) FROM service_providers) + (SELECT count(*) FROM msps)
+              + (SELECT count(*) FROM organizations)",
+        [],
+        |r| r.get(0),
+    )?;
+    Ok(n > 0)
+}
+
+/// Creates the demo world (see `crate::demo`): a service provider and an MSP, each with its
+/// credential and one customer organization filled with sites, internal networks, a user,
+/// networks, roaming computers and virtual appliances.
+pub fn create_demo_world(conn: &Connection, world: &DemoWorld, now: i64) -> Result<DemoIds> {
+    let provider = create_service_provider(conn, &world.provider, now)?;
+    insert_credential(
+        conn,
+        &world.provider_credential,
+        Scope::ServiceProvider(provider),
+        now,
+    )?;
+    let msp = create_msp(conn, &world.msp_name, now)?;
+    insert_credential(conn, &world.msp_credential, Scope::Msp(msp), now)?;
+    let first = demo_organization(
+        conn,
+        Parent::ServiceProvider(provider),
+        &world.provider_customer,
+        now,
+    )?;
+    let second = demo_organization(conn, Parent::Msp(msp), &world.msp_customer, now)?;
+    Ok(DemoIds {
+        provider,
+        msp,
+        organizations: [first, second],
+    })
+}
+
+fn demo_organization(
+    conn: &Connection,
+    parent: Parent,
+    o: &DemoOrganization,
+    now: i64,
+) -> Result<CreatedOrganization> {
+    let created = create_organization(conn, parent, &o.fields, now)?;
+    let org = created.id;
+    let second = create_site(conn, org, &o.second_site, false, now)?;
+    let site = |s: DemoSite| match s {
+        DemoSite::Default => created.default_site_id,
+        DemoSite::Second => second,
+    };
+    for (name, ip, prefix, s) in &o.internal_networks {
+        let f = InternalNetworkFields {
+            name: name.clone(),
+            ip_address: ip.clone(),
+            prefix_length: *prefix,
+            site_id: site(*s),
+        };
+        super::internal_networks::create(conn, org, &f, now)?;
+    }
+    for (fields, hash) in &o.users {
+        super::users::create(conn, org, fields, hash, now)?;
+    }
+    for (n, at) in &o.networks {
+        super::devices::insert_network(conn, org, n, *at)?;
+    }
+    for c in &o.roaming_computers {
+        super::devices::insert_roaming_computer(conn, org, c)?;
+    }
+    for (a, s, at) in &o.appliances {
+        let a = NewAppliance {
+            site_id: site(*s),
+            ..a.clone()
+        };
+        super::devices::insert_appliance(conn, org, &a, *at)?;
+    }
+    insert_credential(conn, &o.credential, Scope::Organization(org), now)?;
+    Ok(created)
 }

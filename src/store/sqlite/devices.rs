@@ -4,10 +4,10 @@
 //! `--demo` fills them in.
 
 use rusqlite::{params, Connection, Row, ToSql};
-use serde::{Deserialize, Serialize};
 
 use super::tenants::new_origin;
-use super::Result;
+use crate::store::model::*;
+use crate::store::Result;
 use crate::timefmt::rfc3339;
 
 /// One page of `select` (a SELECT ending in `WHERE organization_id = ?1`), ordered by originId.
@@ -55,31 +55,6 @@ fn remove<T>(
 
 // ------------------------------------------------------------------ networks
 
-/// A network as registered (input of [`insert_network`]).
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewNetwork {
-    pub name: String,
-    pub ip_address: String,
-    pub prefix_length: i64,
-    pub is_dynamic: bool,
-    pub is_verified: bool,
-    pub status: String,
-}
-
-/// The Network record, exactly the spec's fields. `originId` is also the `networkId`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NetworkRecord {
-    pub origin_id: i64,
-    pub name: String,
-    pub ip_address: String,
-    pub prefix_length: i64,
-    pub is_dynamic: bool,
-    pub is_verified: bool,
-    pub status: String,
-    pub created_at: String,
-}
-
 const NETWORK_SELECT: &str = "SELECT origin_id, name, ip_address, prefix_length, is_dynamic,
         is_verified, status, created_at
     FROM networks WHERE organization_id = ?1";
@@ -121,7 +96,8 @@ pub fn insert_network(
             now
         ],
     )?;
-    get_network(conn, org, id)?.ok_or_else(|| super::StoreError::Aborted("network vanished".into()))
+    get_network(conn, org, id)?
+        .ok_or_else(|| crate::store::StoreError::Internal("network vanished".into()))
 }
 
 /// One page of the organization's networks, ordered by id.
@@ -146,55 +122,6 @@ pub fn delete_network(conn: &Connection, org: i64, id: i64) -> Result<Option<Net
 }
 
 // ------------------------------------------------------------------ roaming computers
-
-/// A roaming computer as registered. `device_id` is lower-case hex; `last_sync` epoch seconds.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct NewRoamingComputer {
-    pub device_id: String,
-    pub name: String,
-    pub kind: String,
-    pub status: String,
-    pub last_sync_status: Option<String>,
-    pub last_sync: Option<i64>,
-    pub applied_bundle: Option<i64>,
-    pub has_ip_blocking: bool,
-    pub version: Option<String>,
-    pub os_version: Option<String>,
-    pub os_version_name: Option<String>,
-}
-
-/// The RoamingComputer record, exactly the spec's fields.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RoamingComputerRecord {
-    pub origin_id: i64,
-    pub name: String,
-    pub device_id: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub status: String,
-    pub last_sync_status: Option<String>,
-    pub last_sync: Option<String>,
-    pub applied_bundle: Option<i64>,
-    pub has_ip_blocking: bool,
-    pub version: Option<String>,
-    pub os_version: Option<String>,
-    pub os_version_name: Option<String>,
-}
-
-/// Filters of the roaming-computer list. Times are epoch seconds; the comparisons are strict and
-/// a computer that never synced matches neither time filter.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RoamingFilter {
-    /// Case-insensitive substring of the name.
-    pub name: Option<String>,
-    /// Exact status.
-    pub status: Option<String>,
-    /// `lastSync < before`.
-    pub before: Option<i64>,
-    /// `lastSync > after`.
-    pub after: Option<i64>,
-}
 
 const ROAMING_SELECT: &str = "SELECT origin_id, name, device_id, type, status, last_sync_status,
         last_sync, applied_bundle, has_ip_blocking, version, os_version, os_version_name
@@ -342,68 +269,6 @@ pub fn delete_roaming_computer(
 
 // ------------------------------------------------------------------ virtual appliances
 
-/// A virtual appliance's `state`: exactly the spec's members, all strings (null when unknown).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ApplianceState {
-    pub connected_to_connector: Option<String>,
-    pub has_local_domain_configured: Option<String>,
-    pub query_failure_rate_acceptable: Option<String>,
-    #[serde(rename = "receivedInternalDNSQueries")]
-    pub received_internal_dns_queries: Option<String>,
-    pub redundant_within_site: Option<String>,
-    pub syncing: Option<String>,
-}
-
-/// A virtual appliance's `settings`: exactly the spec's members. Arrays are `[]` when empty,
-/// other members null when unknown; `lastSyncTime` is already in the output time form.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ApplianceSettings {
-    #[serde(rename = "internalIPs")]
-    pub internal_ips: Vec<String>,
-    #[serde(rename = "externalIP")]
-    pub external_ip: Option<String>,
-    pub host_type: Option<String>,
-    pub uptime: Option<i64>,
-    pub is_dnscrypt_enabled: Option<bool>,
-    pub version: Option<String>,
-    pub upgrade_error: Option<String>,
-    pub domains: Vec<String>,
-    pub last_sync_time: Option<String>,
-}
-
-/// A virtual appliance as registered.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewAppliance {
-    pub name: String,
-    pub site_id: i64,
-    pub is_upgradable: bool,
-    pub state: ApplianceState,
-    pub health: String,
-    pub kind: String,
-    pub settings: ApplianceSettings,
-}
-
-/// The VirtualAppliance record, exactly the spec's fields. `originId` is also the
-/// `virtualApplianceId`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApplianceRecord {
-    pub origin_id: i64,
-    pub name: String,
-    pub site_id: i64,
-    pub is_upgradable: bool,
-    pub state: ApplianceState,
-    pub health: String,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub settings: ApplianceSettings,
-    pub created_at: String,
-    pub modified_at: String,
-    pub state_updated_at: String,
-}
-
 const APPLIANCE_SELECT: &str = "SELECT origin_id, name, site_id, is_upgradable, state, health,
         type, settings, created_at, modified_at, state_updated_at
     FROM virtual_appliances WHERE organization_id = ?1";
@@ -454,7 +319,7 @@ pub fn insert_appliance(
         ],
     )?;
     get_appliance(conn, org, id)?
-        .ok_or_else(|| super::StoreError::Aborted("virtual appliance vanished".into()))
+        .ok_or_else(|| crate::store::StoreError::Internal("virtual appliance vanished".into()))
 }
 
 /// One page of the organization's virtual appliances, ordered by id.
@@ -496,142 +361,3 @@ pub fn delete_appliance(conn: &Connection, org: i64, id: i64) -> Result<Option<A
 }
 
 // ------------------------------------------------------------------ demo data
-
-/// Fills demo organization number `n` (0 or 1) with networks (prefix lengths 29..32, OPEN and
-/// CLOSED), roaming computers (varied status and type, all but one synced) and a virtual
-/// appliance on each of its two sites. Addresses come from the documentation ranges.
-pub fn fill_devices(
-    conn: &Connection,
-    org: i64,
-    default_site: i64,
-    second_site: i64,
-    n: usize,
-    now: i64,
-) -> Result<()> {
-    let (tag, net, domain) = if n == 0 {
-        ("CAM", "203.0.113", "acme-labs.local")
-    } else {
-        ("GLX", "198.51.100", "globex.corp")
-    };
-    let networks = [
-        ("Headquarters", format!("{net}.8"), 29, false, true, "OPEN"),
-        ("Lab egress", format!("{net}.32"), 30, true, true, "OPEN"),
-        (
-            "Old DSL line",
-            format!("{net}.77"),
-            32,
-            false,
-            false,
-            "CLOSED",
-        ),
-    ];
-    for (i, (name, ip, prefix, dynamic, verified, status)) in networks.into_iter().enumerate() {
-        let n = NewNetwork {
-            name: name.into(),
-            ip_address: ip,
-            prefix_length: prefix,
-            is_dynamic: dynamic,
-            is_verified: verified,
-            status: status.into(),
-        };
-        insert_network(conn, org, &n, now - 86_400 * (90 - 10 * i as i64))?;
-    }
-    let computers = [
-        (
-            "alice-macbook",
-            "roaming",
-            "Encrypted",
-            Some(300),
-            "macOS 14.4.1",
-            "Sonoma",
-        ),
-        (
-            "bob-thinkpad",
-            "roaming",
-            "Open",
-            Some(5 * 3600),
-            "10.0.22631",
-            "Windows 11",
-        ),
-        (
-            "carol-surface",
-            "anyconnect",
-            "VA",
-            Some(3 * 86_400),
-            "10.0.19045",
-            "Windows 10",
-        ),
-        (
-            "kiosk-lobby",
-            "roaming",
-            "Off",
-            Some(21 * 86_400),
-            "10.0.22631",
-            "Windows 11",
-        ),
-        (
-            "new-hire-laptop",
-            "roaming",
-            "Uninstalled",
-            None,
-            "macOS 15.1",
-            "Sequoia",
-        ),
-    ];
-    for (i, (name, kind, status, ago, os, os_name)) in computers.into_iter().enumerate() {
-        let c = NewRoamingComputer {
-            device_id: format!("01{org:06x}{:08x}", 0x5eed_0000 + i),
-            name: name.into(),
-            kind: kind.into(),
-            status: status.into(),
-            last_sync_status: ago.map(|_| "success".to_string()),
-            last_sync: ago.map(|a| now - a),
-            applied_bundle: Some(10_000 + n as i64 * 100 + i as i64 % 2),
-            has_ip_blocking: kind == "anyconnect",
-            version: Some(
-                if kind == "anyconnect" {
-                    "5.1.2.42"
-                } else {
-                    "3.0.345"
-                }
-                .into(),
-            ),
-            os_version: Some(os.into()),
-            os_version_name: Some(os_name.into()),
-        };
-        insert_roaming_computer(conn, org, &c)?;
-    }
-    for (i, site) in [default_site, second_site].into_iter().enumerate() {
-        let a = NewAppliance {
-            name: format!("VA-{tag}-{:02}", i + 1),
-            site_id: site,
-            is_upgradable: i == 1,
-            state: ApplianceState {
-                connected_to_connector: Some("yes".into()),
-                has_local_domain_configured: Some("yes".into()),
-                query_failure_rate_acceptable: Some("yes".into()),
-                received_internal_dns_queries: Some("yes".into()),
-                redundant_within_site: Some("never".into()),
-                syncing: Some("yes".into()),
-            },
-            health: "okay".into(),
-            kind: "virtual_appliance".into(),
-            settings: ApplianceSettings {
-                internal_ips: vec![
-                    format!("10.{n}.{}.10", i + 1),
-                    format!("10.{n}.{}.11", i + 1),
-                ],
-                external_ip: Some(format!("{net}.{}", 9 + i)),
-                host_type: Some(if i == 0 { "VMware" } else { "Hyper-V" }.into()),
-                uptime: Some(86_400 * (12 + i as i64)),
-                is_dnscrypt_enabled: Some(true),
-                version: Some(if i == 0 { "3.4.6" } else { "3.3.2" }.into()),
-                upgrade_error: None,
-                domains: vec![domain.into()],
-                last_sync_time: Some(rfc3339(now - 60)),
-            },
-        };
-        insert_appliance(conn, org, &a, now - 86_400 * 30)?;
-    }
-    Ok(())
-}

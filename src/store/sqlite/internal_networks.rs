@@ -2,34 +2,11 @@
 //! from the shared identity sequence; `siteName` is read through the site, so it follows renames.
 
 use rusqlite::{params, Connection, Row};
-use serde::Serialize;
 
 use super::tenants;
-use super::Result;
+use crate::store::model::*;
+use crate::store::Result;
 use crate::timefmt::rfc3339;
-
-/// The InternalNetwork record, exactly the spec's fields in the spec's order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InternalNetworkRecord {
-    pub origin_id: i64,
-    pub name: String,
-    pub ip_address: String,
-    pub prefix_length: i64,
-    pub site_name: String,
-    pub site_id: i64,
-    pub created_at: String,
-    pub modified_at: String,
-}
-
-/// The input fields of an internal network (create and the full-replacement update).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InternalNetworkFields {
-    pub name: String,
-    pub ip_address: String,
-    pub prefix_length: i64,
-    pub site_id: i64,
-}
 
 const SELECT: &str = "SELECT n.origin_id, n.name, n.ip_address, n.prefix_length, s.name,
         n.site_id, n.created_at, n.modified_at
@@ -88,7 +65,7 @@ pub fn create(
             now
         ],
     )?;
-    get(conn, org, id)?.ok_or_else(|| super::StoreError::Aborted("network vanished".into()))
+    get(conn, org, id)?.ok_or_else(|| crate::store::StoreError::Internal("network vanished".into()))
 }
 
 /// Replaces an internal network's fields (a move when the site changes). `None` if the

@@ -5,27 +5,11 @@
 //! (`sites.id`); its `originId` comes from the shared identity sequence and differs from it.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
-use serde::Serialize;
 
 use super::tenants;
-use super::Result;
+use crate::store::model::*;
+use crate::store::Result;
 use crate::timefmt::rfc3339;
-
-/// The Site record, exactly the spec's fields in the spec's order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SiteRecord {
-    pub origin_id: i64,
-    pub name: String,
-    pub site_id: i64,
-    pub is_default: bool,
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub internal_network_count: i64,
-    pub va_count: i64,
-    pub modified_at: String,
-    pub created_at: String,
-}
 
 const SELECT: &str = "SELECT s.origin_id, s.name, s.id, s.is_default, s.type,
         (SELECT count(*) FROM internal_networks n WHERE n.site_id = s.id),
@@ -62,7 +46,7 @@ pub fn get(conn: &Connection, org: i64, site: i64) -> Result<Option<SiteRecord>>
 /// Creates a (non-default) site and returns its record.
 pub fn create(conn: &Connection, org: i64, name: &str, now: i64) -> Result<SiteRecord> {
     let id = tenants::create_site(conn, org, name, false, now)?;
-    get(conn, org, id)?.ok_or_else(|| super::StoreError::Aborted("site vanished".into()))
+    get(conn, org, id)?.ok_or_else(|| crate::store::StoreError::Internal("site vanished".into()))
 }
 
 /// Renames a site. `None` if the organization has no such site.
@@ -107,11 +91,11 @@ pub fn default_site(conn: &Connection, org: i64) -> Result<Option<i64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::tenants::{OrgFields, Parent};
+    use crate::store::{OrgFields, Parent};
 
     #[test]
     fn sites_belong_to_their_organization_and_count_what_they_hold() {
-        let c = crate::store::migrate::memory_db();
+        let c = crate::store::sqlite::migrate::memory_db();
         let f = OrgFields {
             name: "o".into(),
             seats: 1,

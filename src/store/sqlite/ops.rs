@@ -1,0 +1,660 @@
+//! The store's operations on SQLite: each composes the SQL of the resource modules in one write
+//! (a job of the writer, see `writer`) or one read transaction, with its checks inside, so that
+//! a check and the change it guards can never be separated by another write.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rusqlite::Connection;
+
+use super::writer::WriteMode;
+use super::{blocking, customers, devices, domains, internal_networks, purge, sites, tenants};
+use super::{users, Sqlite};
+use crate::store::*;
+
+/// A request with this many events gets a write transaction of its own.
+const ALONE_EVENTS: usize = 256;
+
+/// `Invalid` naming `siteId` unless `site` is a site of the organization.
+fn check_site(c: &Connection, org: i64, site: i64) -> Result<()> {
+    if sites::name_of(c, org, site)?.is_some() {
+        Ok(())
+    } else {
+        Err(StoreError::Invalid(SITE_NOT_OF_ORGANIZATION.into()))
+    }
+}
+
+/// `Invalid` naming `packageId` unless the package exists.
+fn check_package(c: &Connection, package: Option<i64>) -> Result<()> {
+    match package {
+        Some(p) if !customers::package_exists(c, p)? => Err(StoreError::Invalid(
+            "packageId must be the id of a known package".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `NotFound` unless the parent (provider or MSP) exists.
+fn check_parent(c: &Connection, parent: Parent) -> Result<()> {
+    let scope = match parent {
+        Parent::None => return Ok(()),
+        Parent::ServiceProvider(id) => Scope::ServiceProvider(id),
+        Parent::Msp(id) => Scope::Msp(id),
+    };
+    if tenants::scope_exists(c, scope)? {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound)
+    }
+}
+
+fn found<T>(rec: Option<T>) -> Result<T> {
+    rec.ok_or(StoreError::NotFound)
+}
+
+impl Backend for Sqlite {
+    // ------------------------------------------------------------ enforcement
+
+    async fn resolve_customer_key(&self, key: CustomerKey) -> Result<Option<i64>> {
+        self.read_short(move |c| tenants::resolve_customer_key(c, &key))
+            .await
+    }
+
+    async fn ingest(&self, request: Ingest) -> Result<Ingested> {
+        let Ingest {
+            key,
+            batch_id,
+            now,
+            batch,
+            new_domain_budget,
+        } = request;
+        let n_events = batch.len();
+        // Under a new-domain budget, how many new domains a refused request would have added.
+        let refused = Arc::new(AtomicU64::new(0));
+        let refused_in_write = refused.clone();
+        // What the write was given travels back with its result, so that its memory is freed on
+        // this thread, where it was allocated: freed on the writer's, it left this thread's
+        // allocator cache empty, and every request's allocations took the allocator's slow path.
+        let write = move |conn: &Connection,
+                          cache: &mut super::WriterCache,
+                          statements: &mut super::Statements<'_>| {
+            // The key is resolved again inside the write: a key revoked meanwhile stores
+            // nothing.
+            let Some(org) = cache.organization_of_key(conn, &key)? else {
+                return Ok((Ingested::UnknownKey, batch));
+            };
+            let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            let batch_text = batch_id.hyphenated().encode_lower(&mut text);
+            let added = domains::ingest(conn, cache, statements, org, batch_text, now, &batch)?;
+            match new_domain_budget {
+                // Over the budget: undo this request's writes (its savepoint).
+                Some(max) if added > max => {
+                    refused_in_write.store(added, Ordering::Relaxed);
+                    Err(StoreError::Conflict(format!("{added} new domains")))
+                }
+                _ => Ok((Ingested::Stored { added }, batch)),
+            }
+        };
+        let mode = if n_events >= ALONE_EVENTS {
+            WriteMode::Alone
+        } else if new_domain_budget.is_none() {
+            // Without a new-domain budget the write fails only if the database does.
+            WriteMode::Shared
+        } else {
+            WriteMode::Savepoint
+        };
+        match self.write_events(mode, write).await {
+            Ok((outcome, _given)) => Ok(outcome),
+            Err(StoreError::Conflict(_)) if new_domain_budget.is_some() => {
+                Ok(Ingested::OverBudget {
+                    would_add: refused.load(Ordering::Relaxed),
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list_domains(
+        &self,
+        key: CustomerKey,
+        page: u64,
+        limit: u64,
+    ) -> Result<Option<(Vec<DomainEntry>, bool)>> {
+        // One read transaction: the key and the page come from the same snapshot.
+        self.read_short(move |c| {
+            let Some(org) = tenants::resolve_customer_key(c, &key)? else {
+                return Ok(None);
+            };
+            Ok(Some(domains::list_page(c, org, page, limit)?))
+        })
+        .await
+    }
+
+    async fn delete_domain_by_id(&self, org: i64, id: i64) -> Result<bool> {
+        self.write(move |c| domains::delete_by_id(c, org, id)).await
+    }
+
+    async fn delete_domain_by_name(&self, org: i64, name: String) -> Result<bool> {
+        self.write(move |c| domains::delete_by_name(c, org, &name))
+            .await
+    }
+
+    async fn purge_step(&self) -> Result<Option<PurgeStep>> {
+        // Looked for on a read connection first, so that finding none takes no write lock.
+        if !self.read(purge::pending).await? {
+            return Ok(None);
+        }
+        // It changes nothing the writer's cache holds; it runs at the bulk writes' lower
+        // priority.
+        self.write_events(WriteMode::Alone, |conn, _, _| {
+            purge::step(conn, purge::STEP_IDS)
+        })
+        .await
+    }
+
+    async fn event_count(&self, org: i64) -> Result<i64> {
+        self.read(move |c| domains::event_count(c, org)).await
+    }
+
+    async fn listed_names(&self, org: i64) -> Result<Vec<String>> {
+        self.read(move |c| domains::all_names(c, org)).await
+    }
+
+    // ------------------------------------------------------------ tenants and credentials
+
+    async fn find_credential(&self, api_key: String) -> Result<Option<StoredCredential>> {
+        self.read(move |c| tenants::find_credential(c, &api_key))
+            .await
+    }
+
+    async fn organization_visible(&self, scope: Scope, org: i64) -> Result<bool> {
+        self.read(move |c| tenants::organization_visible(c, scope, org))
+            .await
+    }
+
+    async fn scope_exists(&self, scope: Scope) -> Result<bool> {
+        self.read(move |c| tenants::scope_exists(c, scope)).await
+    }
+
+    async fn has_tenants(&self) -> Result<bool> {
+        self.read(tenants::has_tenants).await
+    }
+
+    async fn create_service_provider(&self, sp: NewServiceProvider, now: i64) -> Result<i64> {
+        self.write(move |c| {
+            check_package(c, Some(sp.package_id))?;
+            tenants::create_service_provider(c, &sp, now)
+        })
+        .await
+    }
+
+    async fn create_msp(&self, name: String, now: i64) -> Result<i64> {
+        self.write(move |c| tenants::create_msp(c, &name, now))
+            .await
+    }
+
+    async fn create_organization(
+        &self,
+        parent: Parent,
+        fields: OrgFields,
+        now: i64,
+    ) -> Result<CreatedOrganization> {
+        self.write(move |c| {
+            check_parent(c, parent)?;
+            check_package(c, fields.package_id)?;
+            tenants::create_organization(c, parent, &fields, now)
+        })
+        .await
+    }
+
+    async fn delete_organization(&self, org: i64) -> Result<bool> {
+        self.write(move |c| tenants::delete_organization(c, org))
+            .await
+    }
+
+    async fn service_provider_package(&self, sp: i64) -> Result<Option<i64>> {
+        self.read(move |c| customers::service_provider_package(c, sp))
+            .await
+    }
+
+    async fn create_customer_key(&self, org: i64, now: i64) -> Result<String> {
+        self.write_org(org, move |c| tenants::create_customer_key(c, org, now))
+            .await
+    }
+
+    async fn list_customer_keys(&self, org: i64) -> Result<Vec<CustomerKeyInfo>> {
+        self.read(move |c| {
+            if !tenants::organization_exists(c, org)? {
+                return Err(StoreError::NotFound);
+            }
+            tenants::list_customer_keys(c, org)
+        })
+        .await
+    }
+
+    async fn revoke_customer_key(&self, key: String, now: i64) -> Result<bool> {
+        self.write(move |c| tenants::revoke_customer_key(c, &key, now))
+            .await
+    }
+
+    async fn rotate_customer_key(&self, org: i64, now: i64) -> Result<(String, Vec<String>)> {
+        self.write_org(org, move |c| tenants::rotate_customer_key(c, org, now))
+            .await
+    }
+
+    async fn create_credential(
+        &self,
+        scope: Scope,
+        credential: NewCredential,
+        now: i64,
+    ) -> Result<()> {
+        self.write(move |c| {
+            if !tenants::scope_exists(c, scope)? {
+                return Err(StoreError::NotFound);
+            }
+            tenants::insert_credential(c, &credential, scope, now)
+        })
+        .await
+    }
+
+    async fn list_credentials(&self) -> Result<Vec<CredentialInfo>> {
+        self.read(tenants::list_credentials).await
+    }
+
+    async fn revoke_credential(&self, api_key: String, now: i64) -> Result<bool> {
+        self.write(move |c| tenants::revoke_credential(c, &api_key, now))
+            .await
+    }
+
+    async fn create_demo_world(&self, world: DemoWorld, now: i64) -> Result<Option<DemoIds>> {
+        self.write(move |c| {
+            if tenants::has_tenants(c)? {
+                return Ok(None);
+            }
+            tenants::create_demo_world(c, &world, now).map(Some)
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ customers
+
+    async fn service_provider(&self, sp: i64) -> Result<Option<ServiceProviderRecord>> {
+        self.read(move |c| customers::service_provider(c, sp)).await
+    }
+
+    async fn list_customers(
+        &self,
+        parent: Parent,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<CustomerRecord>> {
+        self.read(move |c| customers::list(c, parent, limit, offset))
+            .await
+    }
+
+    async fn get_customer(&self, parent: Parent, customer: i64) -> Result<Option<CustomerRecord>> {
+        self.read(move |c| customers::get(c, parent, customer))
+            .await
+    }
+
+    async fn create_customer(
+        &self,
+        parent: Parent,
+        fields: OrgFields,
+        now: i64,
+    ) -> Result<CustomerRecord> {
+        self.write(move |c| {
+            check_parent(c, parent)?;
+            check_package(c, fields.package_id)?;
+            customers::create(c, parent, &fields, now)
+        })
+        .await
+    }
+
+    async fn update_customer(
+        &self,
+        parent: Parent,
+        customer: i64,
+        fields: OrgFields,
+        now: i64,
+    ) -> Result<CustomerRecord> {
+        self.write(move |c| {
+            check_package(c, fields.package_id)?;
+            found(customers::update(c, parent, customer, &fields, now)?)
+        })
+        .await
+    }
+
+    async fn delete_customer(&self, parent: Parent, customer: i64) -> Result<CustomerRecord> {
+        self.write(move |c| found(customers::delete(c, parent, customer)?))
+            .await
+    }
+
+    async fn list_packages(&self) -> Result<Vec<Package>> {
+        self.read(customers::list_packages).await
+    }
+
+    async fn package_exists(&self, id: i64) -> Result<bool> {
+        self.read(move |c| customers::package_exists(c, id)).await
+    }
+
+    // ------------------------------------------------------------ networks
+
+    async fn list_networks(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<NetworkRecord>> {
+        self.read(move |c| devices::list_networks(c, org, limit, offset))
+            .await
+    }
+
+    async fn get_network(&self, org: i64, id: i64) -> Result<Option<NetworkRecord>> {
+        self.read(move |c| devices::get_network(c, org, id)).await
+    }
+
+    async fn delete_network(&self, org: i64, id: i64) -> Result<NetworkRecord> {
+        self.write_org(org, move |c| found(devices::delete_network(c, org, id)?))
+            .await
+    }
+
+    async fn register_network(
+        &self,
+        org: i64,
+        network: NewNetwork,
+        now: i64,
+    ) -> Result<NetworkRecord> {
+        self.write_org(org, move |c| devices::insert_network(c, org, &network, now))
+            .await
+    }
+
+    // ------------------------------------------------------------ roaming computers
+
+    async fn list_roaming_computers(
+        &self,
+        org: i64,
+        filter: RoamingFilter,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<RoamingComputerRecord>> {
+        self.read(move |c| devices::list_roaming_computers(c, org, &filter, limit, offset))
+            .await
+    }
+
+    async fn get_roaming_computer(
+        &self,
+        org: i64,
+        device: String,
+    ) -> Result<Option<RoamingComputerRecord>> {
+        self.read(move |c| devices::get_roaming_computer(c, org, &device))
+            .await
+    }
+
+    async fn rename_roaming_computer(
+        &self,
+        org: i64,
+        device: String,
+        name: String,
+    ) -> Result<RoamingComputerRecord> {
+        self.write_org(org, move |c| {
+            found(devices::rename_roaming_computer(c, org, &device, &name)?)
+        })
+        .await
+    }
+
+    async fn delete_roaming_computer(
+        &self,
+        org: i64,
+        device: String,
+    ) -> Result<RoamingComputerRecord> {
+        self.write_org(org, move |c| {
+            found(devices::delete_roaming_computer(c, org, &device)?)
+        })
+        .await
+    }
+
+    async fn register_roaming_computer(
+        &self,
+        org: i64,
+        computer: NewRoamingComputer,
+    ) -> Result<RoamingComputerRecord> {
+        self.write_org(org, move |c| {
+            devices::insert_roaming_computer(c, org, &computer)?.ok_or_else(|| {
+                StoreError::Conflict(format!(
+                    "organization {org} already has a roaming computer with deviceId {}",
+                    computer.device_id
+                ))
+            })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ internal networks
+
+    async fn list_internal_networks(
+        &self,
+        org: i64,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<InternalNetworkRecord>> {
+        self.read(move |c| internal_networks::list(c, org, limit, offset))
+            .await
+    }
+
+    async fn get_internal_network(
+        &self,
+        org: i64,
+        id: i64,
+    ) -> Result<Option<InternalNetworkRecord>> {
+        self.read(move |c| internal_networks::get(c, org, id)).await
+    }
+
+    async fn create_internal_network(
+        &self,
+        org: i64,
+        fields: InternalNetworkFields,
+        now: i64,
+    ) -> Result<InternalNetworkRecord> {
+        self.write_org(org, move |c| {
+            check_site(c, org, fields.site_id)?;
+            internal_networks::create(c, org, &fields, now)
+        })
+        .await
+    }
+
+    async fn update_internal_network(
+        &self,
+        org: i64,
+        id: i64,
+        fields: InternalNetworkFields,
+        now: i64,
+    ) -> Result<InternalNetworkRecord> {
+        self.write_org(org, move |c| {
+            check_site(c, org, fields.site_id)?;
+            found(internal_networks::update(c, org, id, &fields, now)?)
+        })
+        .await
+    }
+
+    async fn delete_internal_network(&self, org: i64, id: i64) -> Result<InternalNetworkRecord> {
+        self.write_org(org, move |c| found(internal_networks::delete(c, org, id)?))
+            .await
+    }
+
+    // ------------------------------------------------------------ virtual appliances
+
+    async fn list_appliances(
+        &self,
+        org: i64,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<ApplianceRecord>> {
+        self.read(move |c| devices::list_appliances(c, org, limit, offset))
+            .await
+    }
+
+    async fn get_appliance(&self, org: i64, id: i64) -> Result<Option<ApplianceRecord>> {
+        self.read(move |c| devices::get_appliance(c, org, id)).await
+    }
+
+    async fn move_appliance(
+        &self,
+        org: i64,
+        id: i64,
+        site: i64,
+        now: i64,
+    ) -> Result<ApplianceRecord> {
+        self.write_org(org, move |c| {
+            check_site(c, org, site)?;
+            found(devices::move_appliance(c, org, id, site, now)?)
+        })
+        .await
+    }
+
+    async fn delete_appliance(&self, org: i64, id: i64) -> Result<ApplianceRecord> {
+        self.write_org(org, move |c| found(devices::delete_appliance(c, org, id)?))
+            .await
+    }
+
+    async fn register_appliance(
+        &self,
+        org: i64,
+        appliance: NewAppliance,
+        now: i64,
+    ) -> Result<ApplianceRecord> {
+        self.write_org(org, move |c| {
+            check_site(c, org, appliance.site_id)?;
+            devices::insert_appliance(c, org, &appliance, now)
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ sites
+
+    async fn list_sites(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<SiteRecord>> {
+        self.read(move |c| sites::list(c, org, limit, offset)).await
+    }
+
+    async fn get_site(&self, org: i64, id: i64) -> Result<Option<SiteRecord>> {
+        self.read(move |c| sites::get(c, org, id)).await
+    }
+
+    async fn create_site(&self, org: i64, name: String, now: i64) -> Result<SiteRecord> {
+        self.write_org(org, move |c| sites::create(c, org, &name, now))
+            .await
+    }
+
+    async fn rename_site(&self, org: i64, id: i64, name: String, now: i64) -> Result<SiteRecord> {
+        self.write_org(org, move |c| found(sites::rename(c, org, id, &name, now)?))
+            .await
+    }
+
+    async fn delete_site(&self, org: i64, id: i64) -> Result<SiteRecord> {
+        self.write_org(org, move |c| {
+            let rec = found(sites::get(c, org, id)?)?;
+            if rec.is_default {
+                return Err(StoreError::Conflict(
+                    "the default site cannot be deleted".into(),
+                ));
+            }
+            if rec.internal_network_count > 0 || rec.va_count > 0 {
+                return Err(StoreError::Conflict(format!(
+                    "site {id} still has {} internal network(s) and {} virtual appliance(s); \
+                     move or delete them first",
+                    rec.internal_network_count, rec.va_count
+                )));
+            }
+            sites::delete(c, org, id)?;
+            Ok(rec)
+        })
+        .await
+    }
+
+    async fn default_site(&self, org: i64) -> Result<Option<i64>> {
+        self.read(move |c| sites::default_site(c, org)).await
+    }
+
+    // ------------------------------------------------------------ users and roles
+
+    async fn list_users(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<UserRecord>> {
+        self.read(move |c| users::list(c, org, limit, offset)).await
+    }
+
+    async fn get_user(&self, org: i64, id: i64) -> Result<Option<UserRecord>> {
+        self.read(move |c| users::get(c, org, id)).await
+    }
+
+    async fn role_exists(&self, id: i64) -> Result<bool> {
+        self.read(move |c| users::role_exists(c, id)).await
+    }
+
+    async fn create_user(
+        &self,
+        org: i64,
+        fields: UserFields,
+        password_hash: String,
+        now: i64,
+    ) -> Result<UserRecord> {
+        self.write_org(org, move |c| {
+            if !users::role_exists(c, fields.role_id)? {
+                return Err(StoreError::Invalid(UNKNOWN_ROLE.into()));
+            }
+            if users::email_taken(c, org, &fields.email)? {
+                return Err(StoreError::Conflict(format!(
+                    "a user with email {} already exists in this organization",
+                    fields.email
+                )));
+            }
+            users::create(c, org, &fields, &password_hash, now)
+        })
+        .await
+    }
+
+    async fn delete_user(&self, org: i64, id: i64) -> Result<UserRecord> {
+        self.write_org(org, move |c| found(users::delete(c, org, id)?))
+            .await
+    }
+
+    async fn list_roles(&self, limit: i64, offset: i64) -> Result<Vec<Role>> {
+        self.read(move |c| users::list_roles(c, limit, offset))
+            .await
+    }
+
+    // ------------------------------------------------------------ enforcement on the appliance
+
+    async fn allow_add(&self, org: i64, name: String, now: i64) -> Result<bool> {
+        self.write_org(org, move |c| blocking::allow_add(c, org, &name, now))
+            .await
+    }
+
+    async fn allow_remove(&self, org: i64, name: String) -> Result<bool> {
+        self.write_org(org, move |c| blocking::allow_remove(c, org, &name))
+            .await
+    }
+
+    async fn allow_list(&self, org: i64) -> Result<Vec<String>> {
+        self.read(move |c| {
+            if !tenants::organization_exists(c, org)? {
+                return Err(StoreError::NotFound);
+            }
+            blocking::allow_list(c, org)
+        })
+        .await
+    }
+
+    async fn verdict(&self, org: i64, name: String) -> Result<Verdict> {
+        self.read(move |c| {
+            if !tenants::organization_exists(c, org)? {
+                return Err(StoreError::NotFound);
+            }
+            blocking::verdict(c, org, &name)
+        })
+        .await
+    }
+
+    async fn effective_block_list(&self, org: i64) -> Result<(Vec<String>, Vec<String>)> {
+        self.read(move |c| {
+            if !tenants::organization_exists(c, org)? {
+                return Err(StoreError::NotFound);
+            }
+            blocking::effective(c, org)
+        })
+        .await
+    }
+}
