@@ -374,14 +374,17 @@ fn sigterm_finishes_requests_in_flight_and_loses_nothing() {
     let text = rt.block_on(async {
         let mut io = client.connect().await.unwrap();
         let head = format!(
-            "POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            "POST /1.0/events?customerKey={key} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\nexpect: 100-continue\r\ncontent-length: {}\r\n\r\n",
             body.len()
         );
         io.write_all(head.as_bytes()).await.unwrap();
+        io.flush().await.unwrap();
+        // The server asks for the body once the request is in its hands: it is in flight.
+        let interim = read_response(&mut io).await;
+        assert!(interim.starts_with("HTTP/1.1 100"), "{interim}");
         io.write_all(&body[..10]).await.unwrap();
         io.flush().await.unwrap();
-        // The request is in flight; now ask the server to stop.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Now ask the server to stop.
         server.signal("TERM");
         server.wait_for_log("shutting down");
         io.write_all(&body[10..]).await.unwrap();
@@ -469,8 +472,8 @@ async fn the_connection_cap_holds_extra_clients_back() {
     let s = TestServer::start_with(|c| c.limits.max_connections = 2).await;
     let (_, key) = s.create_org("a");
     let path = format!("/1.0/domains?customerKey={key}");
-    // wait_ready's probe connection may still be closing; let the slots settle.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Both slots serve (once wait_ready's probe connection has gone, which the second waits
+    // for in the backlog if need be).
     let mut a = s.connect().await.unwrap();
     let mut b = s.connect().await.unwrap();
     for io in [&mut a, &mut b] {
@@ -479,11 +482,28 @@ async fn the_connection_cap_holds_extra_clients_back() {
             .unwrap();
         assert!(read_response(io).await.starts_with("HTTP/1.1 200"));
     }
-    // A third client connects at the TCP level (backlog) but is not served while both are open.
+    // A third client connects at the TCP level, into the listener's backlog, but is not
+    // accepted while both are open: it stays queued there while the others are served.
+    let port = s.addr.port();
+    assert_eq!(accept_queue(port), 0);
     let third = s.client.clone();
     let p2 = path.clone();
     let pending = tokio::spawn(async move { third.get(&p2).await.status });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let deadline = Instant::now() + WAIT;
+    while accept_queue(port) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the third client never reached the backlog"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    for io in [&mut a, &mut b] {
+        io.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        assert!(read_response(io).await.starts_with("HTTP/1.1 200"));
+    }
+    assert_eq!(accept_queue(port), 1, "accepted beyond the cap");
     assert!(!pending.is_finished(), "served beyond the cap");
     drop(a);
     let status = tokio::time::timeout(WAIT, pending)
@@ -771,4 +791,25 @@ async fn the_discard_after_a_refusal_is_bounded_in_bytes_and_in_time() {
     let closed = closed.expect("the connection was not closed");
     assert!(closed >= Duration::from_millis(1500), "{closed:?}");
     assert!(closed < Duration::from_secs(10), "{closed:?}");
+}
+
+/// Connections waiting in the accept queue of the IPv4 listener on `port` (the receive queue
+/// of a listening socket in `/proc/net/tcp`).
+fn accept_queue(port: u16) -> u32 {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(state), Some(queues)) = (f.get(1), f.get(3), f.get(4)) else {
+            continue;
+        };
+        let listening = *state == "0A";
+        let this_port = local
+            .rsplit_once(':')
+            .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+        if listening && this_port == Some(port) {
+            let rx = queues.split_once(':').map_or("0", |(_, rx)| rx);
+            return u32::from_str_radix(rx, 16).unwrap();
+        }
+    }
+    panic!("no listener on port {port}");
 }
