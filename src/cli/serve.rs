@@ -113,6 +113,7 @@ fn tune_allocator() {
 /// Runs the server until SIGTERM or SIGINT; returns the exit status.
 pub fn run(args: ServeArgs) -> i32 {
     tune_allocator();
+    ignore_file_size_signal();
     if let Err(e) = init_logging(&args.log_level) {
         eprintln!("parasol: {e}");
         return 2;
@@ -149,6 +150,16 @@ pub fn run(args: ServeArgs) -> i32 {
             log::error!("{e}");
             1
         }
+    }
+}
+
+/// A write past the process's file size limit (`ulimit -f`, systemd's `LimitFSIZE=`) fails with
+/// EFBIG, which the store answers like a full disk (503, nothing stored), instead of the default
+/// SIGXFSZ that would kill the server.
+fn ignore_file_size_signal() {
+    // SAFETY: installs the ignore disposition for one signal, before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, ErrorCode};
 
-use super::walvfs;
+use super::{faultvfs, walvfs};
 use crate::store::{FaultKind, Result, StoreError};
 
 /// Page size of a new database, bytes. 8 KiB: a commit of single events writes some 25-30
@@ -114,8 +114,9 @@ pub fn open_connection(path: &Path, wait: Wait) -> Result<Connection> {
             "cannot register the WAL-gathering VFS (SQLite error {rc})"
         )));
     }
-    let conn =
-        Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), walvfs::NAME)?;
+    // Storage faults on demand, for tests (`faultvfs`): only with its environment variable set.
+    let vfs = faultvfs::vfs_over(walvfs::NAME, walvfs::NAME_C).map_err(StoreError::Internal)?;
+    let conn = Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), vfs)?;
     // Pragmas live outside any migration transaction (journal_mode cannot change inside one).
     set_wait(&conn, wait)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);

@@ -16,6 +16,7 @@ mod conn;
 mod customers;
 mod devices;
 mod domains;
+mod faultvfs;
 mod internal_networks;
 pub mod migrate;
 mod ops;
@@ -126,7 +127,10 @@ impl Health {
 pub(crate) fn open_writer_connection(path: &Path, role: Role) -> Result<Connection> {
     let mut conn = open_connection(path, Wait::Long)?;
     migrate::migrate(&mut conn)?;
-    conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?;
+    match faultvfs::writer_cache_pages() {
+        Some(pages) => conn.pragma_update(None, "cache_size", pages)?,
+        None => conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB)?,
+    }
     if role == Role::Server {
         conn.pragma_update(None, "wal_autocheckpoint", 0)?;
         conn.pragma_update(

@@ -25,7 +25,7 @@ use rusqlite::ffi;
 
 /// The name connections open with (`Connection::open_with_flags_and_vfs`).
 pub const NAME: &str = "parasol-unix-wal";
-const NAME_C: &CStr = c"parasol-unix-wal";
+pub const NAME_C: &CStr = c"parasol-unix-wal";
 
 /// Gathered bytes past which they are written at once (a 1 MiB batch's commit is a few MiB).
 const GATHER_MAX: usize = 1 << 20;
