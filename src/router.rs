@@ -32,46 +32,75 @@ pub enum EnfEndpoint {
     DeleteDomainsWhere,
 }
 
-/// Endpoints of the management interface; ids as in the spec's paths.
+/// Endpoints of the management interface: the addressed tenant, then what of it. Every
+/// handler matches its part exhaustively, so an endpoint the router knows and no handler serves
+/// does not compile.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MgmtEndpoint {
-    GetServiceProvider { sp: i64 },
-    CreateCustomer { sp: i64 },
-    ListCustomers { sp: i64 },
-    GetCustomer { sp: i64, customer: i64 },
-    UpdateCustomer { sp: i64, customer: i64 },
-    DeleteCustomer { sp: i64, customer: i64 },
-    CreateMspCustomer { msp: i64 },
-    ListMspCustomers { msp: i64 },
-    GetMspCustomer { msp: i64, customer: i64 },
-    UpdateMspCustomer { msp: i64, customer: i64 },
-    DeleteMspCustomer { msp: i64, customer: i64 },
-    ListNetworks { org: i64 },
-    GetNetwork { org: i64, id: i64 },
-    DeleteNetwork { org: i64, id: i64 },
-    ListRoamingComputers { org: i64 },
-    GetRoamingComputer { org: i64, device: String },
-    UpdateRoamingComputer { org: i64, device: String },
-    DeleteRoamingComputer { org: i64, device: String },
-    CreateInternalNetwork { org: i64 },
-    ListInternalNetworks { org: i64 },
-    GetInternalNetwork { org: i64, id: i64 },
-    UpdateInternalNetwork { org: i64, id: i64 },
-    DeleteInternalNetwork { org: i64, id: i64 },
-    ListVirtualAppliances { org: i64 },
-    GetVirtualAppliance { org: i64, id: i64 },
-    UpdateVirtualAppliance { org: i64, id: i64 },
-    DeleteVirtualAppliance { org: i64, id: i64 },
-    CreateSite { org: i64 },
-    ListSites { org: i64 },
-    GetSite { org: i64, id: i64 },
-    UpdateSite { org: i64, id: i64 },
-    DeleteSite { org: i64, id: i64 },
-    CreateUser { org: i64 },
-    ListUsers { org: i64 },
-    GetUser { org: i64, id: i64 },
-    DeleteUser { org: i64, id: i64 },
-    ListRoles { org: i64 },
+    /// `/v1/serviceproviders/{id}/...`
+    Provider { sp: i64, ep: ProviderEndpoint },
+    /// `/v1/msps/{id}/customers/...`
+    Msp { msp: i64, ep: Items },
+    /// `/v1/organizations/{id}/...`
+    Org { org: i64, ep: OrgEndpoint },
+}
+
+/// What a service provider's path addresses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderEndpoint {
+    /// The provider's own record.
+    Get,
+    /// Its customers.
+    Customers(Items),
+}
+
+/// The resources of an organization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrgEndpoint {
+    Networks(ReadDelete),
+    /// Roaming computers, addressed by their device id.
+    RoamingComputers(ReadUpdateDelete<String>),
+    InternalNetworks(Items),
+    VirtualAppliances(ReadUpdateDelete<i64>),
+    Sites(Items),
+    Users(ReadCreateDelete),
+    Roles,
+}
+
+/// A collection with every operation: list, create, and read, replace or delete one item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Items {
+    List,
+    Create,
+    Get(i64),
+    Update(i64),
+    Delete(i64),
+}
+
+/// A collection whose items are created elsewhere (by devices) and can be renamed or moved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadUpdateDelete<Id> {
+    List,
+    Get(Id),
+    Update(Id),
+    Delete(Id),
+}
+
+/// A collection whose items are created elsewhere and only read or deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadDelete {
+    List,
+    Get(i64),
+    Delete(i64),
+}
+
+/// A collection whose items are created and deleted but never replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadCreateDelete {
+    List,
+    Create,
+    Get(i64),
+    Delete(i64),
 }
 
 /// Why a request has no endpoint.
@@ -166,194 +195,432 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
         }
         s.parse().map_err(|_| nf())
     };
-    const GET_POST: &str = "GET, POST";
-    const ITEM_RW: &str = "GET, PUT, DELETE";
-    const ITEM_RD: &str = "GET, DELETE";
+    let items = |item: Option<&str>| -> Result<Items, RouteError> {
+        Ok(match item {
+            None => pick(
+                m,
+                method,
+                GET_POST,
+                [(Method::GET, Items::List), (Method::POST, Items::Create)],
+            )?,
+            Some(i) => {
+                let i = id(i)?;
+                pick(
+                    m,
+                    method,
+                    ITEM_RW,
+                    [
+                        (Method::GET, Items::Get(i)),
+                        (Method::PUT, Items::Update(i)),
+                        (Method::DELETE, Items::Delete(i)),
+                    ],
+                )?
+            }
+        })
+    };
     match segs {
         ["serviceproviders", sp] => {
             let sp = id(sp)?;
-            pick(m, method, "GET", [(Method::GET, GetServiceProvider { sp })])
+            let ep = pick(m, method, "GET", [(Method::GET, ProviderEndpoint::Get)])?;
+            Ok(Provider { sp, ep })
         }
-        ["serviceproviders", sp, "customers"] => {
+        ["serviceproviders", sp, "customers", rest @ ..] if rest.len() <= 1 => {
             let sp = id(sp)?;
-            pick(
-                m,
-                method,
-                GET_POST,
-                [
-                    (Method::GET, ListCustomers { sp }),
-                    (Method::POST, CreateCustomer { sp }),
-                ],
-            )
+            let ep = ProviderEndpoint::Customers(items(rest.first().copied())?);
+            Ok(Provider { sp, ep })
         }
-        ["serviceproviders", sp, "customers", c] => {
-            let (sp, customer) = (id(sp)?, id(c)?);
-            pick(
-                m,
-                method,
-                ITEM_RW,
-                [
-                    (Method::GET, GetCustomer { sp, customer }),
-                    (Method::PUT, UpdateCustomer { sp, customer }),
-                    (Method::DELETE, DeleteCustomer { sp, customer }),
-                ],
-            )
-        }
-        ["msps", msp, "customers"] => {
+        ["msps", msp, "customers", rest @ ..] if rest.len() <= 1 => {
             let msp = id(msp)?;
-            pick(
+            Ok(Msp {
+                msp,
+                ep: items(rest.first().copied())?,
+            })
+        }
+        ["organizations", org, kind, rest @ ..] if rest.len() <= 1 => {
+            let org = id(org)?;
+            let item = rest.first().copied();
+            let ep = organization(method, kind, item, id, items)?;
+            Ok(Org { org, ep })
+        }
+        _ => Err(nf()),
+    }
+}
+
+const GET_POST: &str = "GET, POST";
+const ITEM_RW: &str = "GET, PUT, DELETE";
+const ITEM_RD: &str = "GET, DELETE";
+
+/// The endpoint of an organization's resource `kind`, and of one of its items if `item` is
+/// given.
+fn organization(
+    method: &Method,
+    kind: &str,
+    item: Option<&str>,
+    id: impl Fn(&str) -> Result<i64, RouteError>,
+    items: impl Fn(Option<&str>) -> Result<Items, RouteError>,
+) -> Result<OrgEndpoint, RouteError> {
+    use OrgEndpoint::*;
+    let m = Interface::Management;
+    let nf = || RouteError::NotFound(m);
+    Ok(match (kind, item) {
+        ("networks", None) => Networks(pick(m, method, "GET", [(Method::GET, ReadDelete::List)])?),
+        ("networks", Some(i)) => {
+            let i = id(i)?;
+            Networks(pick(
                 m,
                 method,
-                GET_POST,
+                ITEM_RD,
                 [
-                    (Method::GET, ListMspCustomers { msp }),
-                    (Method::POST, CreateMspCustomer { msp }),
+                    (Method::GET, ReadDelete::Get(i)),
+                    (Method::DELETE, ReadDelete::Delete(i)),
                 ],
-            )
+            )?)
         }
-        ["msps", msp, "customers", c] => {
-            let (msp, customer) = (id(msp)?, id(c)?);
-            pick(
-                m,
-                method,
-                ITEM_RW,
-                [
-                    (Method::GET, GetMspCustomer { msp, customer }),
-                    (Method::PUT, UpdateMspCustomer { msp, customer }),
-                    (Method::DELETE, DeleteMspCustomer { msp, customer }),
-                ],
-            )
-        }
-        ["organizations", org, kind] => {
-            let org = id(org)?;
-            match *kind {
-                "networks" => pick(m, method, "GET", [(Method::GET, ListNetworks { org })]),
-                "roamingcomputers" => pick(
-                    m,
-                    method,
-                    "GET",
-                    [(Method::GET, ListRoamingComputers { org })],
-                ),
-                "internalnetworks" => pick(
-                    m,
-                    method,
-                    GET_POST,
-                    [
-                        (Method::GET, ListInternalNetworks { org }),
-                        (Method::POST, CreateInternalNetwork { org }),
-                    ],
-                ),
-                "virtualappliances" => pick(
-                    m,
-                    method,
-                    "GET",
-                    [(Method::GET, ListVirtualAppliances { org })],
-                ),
-                "sites" => pick(
-                    m,
-                    method,
-                    GET_POST,
-                    [
-                        (Method::GET, ListSites { org }),
-                        (Method::POST, CreateSite { org }),
-                    ],
-                ),
-                "users" => pick(
-                    m,
-                    method,
-                    GET_POST,
-                    [
-                        (Method::GET, ListUsers { org }),
-                        (Method::POST, CreateUser { org }),
-                    ],
-                ),
-                "roles" => pick(m, method, "GET", [(Method::GET, ListRoles { org })]),
-                _ => Err(nf()),
-            }
-        }
-        ["organizations", org, "roamingcomputers", dev] => {
-            let org = id(org)?;
+        ("roamingcomputers", None) => RoamingComputers(pick(
+            m,
+            method,
+            "GET",
+            [(Method::GET, ReadUpdateDelete::List)],
+        )?),
+        ("roamingcomputers", Some(dev)) => {
             let device = percent_decode(dev)
                 .filter(|d| !d.is_empty())
                 .ok_or_else(nf)?;
-            pick(
+            RoamingComputers(read_update_delete(method, device)?)
+        }
+        ("virtualappliances", None) => VirtualAppliances(pick(
+            m,
+            method,
+            "GET",
+            [(Method::GET, ReadUpdateDelete::List)],
+        )?),
+        ("virtualappliances", Some(i)) => VirtualAppliances(read_update_delete(method, id(i)?)?),
+        ("internalnetworks", item) => InternalNetworks(items(item)?),
+        ("sites", item) => Sites(items(item)?),
+        ("users", None) => Users(pick(
+            m,
+            method,
+            GET_POST,
+            [
+                (Method::GET, ReadCreateDelete::List),
+                (Method::POST, ReadCreateDelete::Create),
+            ],
+        )?),
+        ("users", Some(i)) => {
+            let i = id(i)?;
+            Users(pick(
                 m,
                 method,
-                ITEM_RW,
+                ITEM_RD,
                 [
-                    (
-                        Method::GET,
-                        GetRoamingComputer {
-                            org,
-                            device: device.clone(),
-                        },
-                    ),
-                    (
-                        Method::PUT,
-                        UpdateRoamingComputer {
-                            org,
-                            device: device.clone(),
-                        },
-                    ),
-                    (Method::DELETE, DeleteRoamingComputer { org, device }),
+                    (Method::GET, ReadCreateDelete::Get(i)),
+                    (Method::DELETE, ReadCreateDelete::Delete(i)),
                 ],
-            )
+            )?)
         }
-        ["organizations", org, kind, item] => {
-            let (org, id) = (id(org)?, id(item)?);
-            match *kind {
-                "networks" => pick(
-                    m,
-                    method,
-                    ITEM_RD,
-                    [
-                        (Method::GET, GetNetwork { org, id }),
-                        (Method::DELETE, DeleteNetwork { org, id }),
-                    ],
-                ),
-                "internalnetworks" => pick(
-                    m,
-                    method,
-                    ITEM_RW,
-                    [
-                        (Method::GET, GetInternalNetwork { org, id }),
-                        (Method::PUT, UpdateInternalNetwork { org, id }),
-                        (Method::DELETE, DeleteInternalNetwork { org, id }),
-                    ],
-                ),
-                "virtualappliances" => pick(
-                    m,
-                    method,
-                    ITEM_RW,
-                    [
-                        (Method::GET, GetVirtualAppliance { org, id }),
-                        (Method::PUT, UpdateVirtualAppliance { org, id }),
-                        (Method::DELETE, DeleteVirtualAppliance { org, id }),
-                    ],
-                ),
-                "sites" => pick(
-                    m,
-                    method,
-                    ITEM_RW,
-                    [
-                        (Method::GET, GetSite { org, id }),
-                        (Method::PUT, UpdateSite { org, id }),
-                        (Method::DELETE, DeleteSite { org, id }),
-                    ],
-                ),
-                "users" => pick(
-                    m,
-                    method,
-                    ITEM_RD,
-                    [
-                        (Method::GET, GetUser { org, id }),
-                        (Method::DELETE, DeleteUser { org, id }),
-                    ],
-                ),
-                _ => Err(nf()),
+        ("roles", None) => pick(m, method, "GET", [(Method::GET, Roles)])?,
+        _ => return Err(nf()),
+    })
+}
+
+fn read_update_delete<Id: Clone>(
+    method: &Method,
+    item: Id,
+) -> Result<ReadUpdateDelete<Id>, RouteError> {
+    pick(
+        Interface::Management,
+        method,
+        ITEM_RW,
+        [
+            (Method::GET, ReadUpdateDelete::Get(item.clone())),
+            (Method::PUT, ReadUpdateDelete::Update(item.clone())),
+            (Method::DELETE, ReadUpdateDelete::Delete(item)),
+        ],
+    )
+}
+
+impl Route {
+    /// The route's path template, as the OpenAPI document writes it (metrics and the access log
+    /// name requests by it).
+    pub fn template(&self) -> &'static str {
+        match self {
+            Route::Enf(e) => match e {
+                EnfEndpoint::PostEvents => "/1.0/events",
+                EnfEndpoint::ListDomains | EnfEndpoint::DeleteDomainsWhere => "/1.0/domains",
+                EnfEndpoint::DeleteDomainById(_) | EnfEndpoint::DeleteDomainByName(_) => {
+                    "/1.0/domains/{domainIdOrName}"
+                }
+            },
+            Route::Mgmt(m) => m.template(),
+        }
+    }
+}
+
+impl MgmtEndpoint {
+    fn template(&self) -> &'static str {
+        use MgmtEndpoint::*;
+        const ORG: &str = "/v1/organizations/{organizationId}";
+        match self {
+            Provider {
+                ep: ProviderEndpoint::Get,
+                ..
+            } => "/v1/serviceproviders/{serviceProviderId}",
+            Provider {
+                ep: ProviderEndpoint::Customers(i),
+                ..
+            } => match i {
+                Items::List | Items::Create => "/v1/serviceproviders/{serviceProviderId}/customers",
+                _ => "/v1/serviceproviders/{serviceProviderId}/customers/{customerId}",
+            },
+            Msp { ep, .. } => match ep {
+                Items::List | Items::Create => "/v1/msps/{mspId}/customers",
+                _ => "/v1/msps/{mspId}/customers/{customerId}",
+            },
+            Org { ep, .. } => {
+                let (collection, item) = match ep {
+                    OrgEndpoint::Networks(e) => (
+                        "/v1/organizations/{organizationId}/networks",
+                        !matches!(e, ReadDelete::List),
+                    ),
+                    OrgEndpoint::RoamingComputers(e) => (
+                        "/v1/organizations/{organizationId}/roamingcomputers",
+                        !matches!(e, ReadUpdateDelete::List),
+                    ),
+                    OrgEndpoint::InternalNetworks(e) => (
+                        "/v1/organizations/{organizationId}/internalnetworks",
+                        !matches!(e, Items::List | Items::Create),
+                    ),
+                    OrgEndpoint::VirtualAppliances(e) => (
+                        "/v1/organizations/{organizationId}/virtualappliances",
+                        !matches!(e, ReadUpdateDelete::List),
+                    ),
+                    OrgEndpoint::Sites(e) => (
+                        "/v1/organizations/{organizationId}/sites",
+                        !matches!(e, Items::List | Items::Create),
+                    ),
+                    OrgEndpoint::Users(e) => (
+                        "/v1/organizations/{organizationId}/users",
+                        !matches!(e, ReadCreateDelete::List | ReadCreateDelete::Create),
+                    ),
+                    OrgEndpoint::Roles => ("/v1/organizations/{organizationId}/roles", false),
+                };
+                debug_assert!(collection.starts_with(ORG));
+                if !item {
+                    return collection;
+                }
+                match ep {
+                    OrgEndpoint::Networks(_) => {
+                        "/v1/organizations/{organizationId}/networks/{networkId}"
+                    }
+                    OrgEndpoint::RoamingComputers(_) => {
+                        "/v1/organizations/{organizationId}/roamingcomputers/{roamingComputerId}"
+                    }
+                    OrgEndpoint::InternalNetworks(_) => {
+                        "/v1/organizations/{organizationId}/internalnetworks/{internalNetworkId}"
+                    }
+                    OrgEndpoint::VirtualAppliances(_) => {
+                        "/v1/organizations/{organizationId}/virtualappliances/{virtualApplianceId}"
+                    }
+                    OrgEndpoint::Sites(_) => "/v1/organizations/{organizationId}/sites/{siteId}",
+                    OrgEndpoint::Users(_) => "/v1/organizations/{organizationId}/users/{userId}",
+                    OrgEndpoint::Roles => collection,
+                }
             }
         }
-        _ => Err(nf()),
+    }
+}
+
+impl Route {
+    /// The method the route answers.
+    pub fn method(&self) -> Method {
+        use EnfEndpoint::*;
+        use MgmtEndpoint::*;
+        match self {
+            Route::Enf(PostEvents) => Method::POST,
+            Route::Enf(ListDomains) => Method::GET,
+            Route::Enf(DeleteDomainsWhere | DeleteDomainById(_) | DeleteDomainByName(_)) => {
+                Method::DELETE
+            }
+            Route::Mgmt(Provider { ep, .. }) => match ep {
+                ProviderEndpoint::Get => Method::GET,
+                ProviderEndpoint::Customers(i) => i.method(),
+            },
+            Route::Mgmt(Msp { ep, .. }) => ep.method(),
+            Route::Mgmt(Org { ep, .. }) => match ep {
+                OrgEndpoint::Networks(ReadDelete::List | ReadDelete::Get(_)) => Method::GET,
+                OrgEndpoint::Networks(ReadDelete::Delete(_)) => Method::DELETE,
+                OrgEndpoint::RoamingComputers(e) => e.method(),
+                OrgEndpoint::VirtualAppliances(e) => e.method(),
+                OrgEndpoint::InternalNetworks(i) | OrgEndpoint::Sites(i) => i.method(),
+                OrgEndpoint::Users(ReadCreateDelete::List | ReadCreateDelete::Get(_)) => {
+                    Method::GET
+                }
+                OrgEndpoint::Users(ReadCreateDelete::Create) => Method::POST,
+                OrgEndpoint::Users(ReadCreateDelete::Delete(_)) => Method::DELETE,
+                OrgEndpoint::Roles => Method::GET,
+            },
+        }
+    }
+
+    /// A number for each kind of route (each leaf of the endpoint types), from 0 to
+    /// `ROUTE_KINDS - 1`. The match is exhaustive, so a new kind of endpoint does not compile
+    /// until it has a number here, and a test then wants it in `Route::every`.
+    fn kind(&self) -> usize {
+        use EnfEndpoint::*;
+        use MgmtEndpoint::*;
+        use OrgEndpoint::*;
+        match self {
+            Route::Enf(PostEvents) => 0,
+            Route::Enf(ListDomains) => 1,
+            Route::Enf(DeleteDomainsWhere) => 2,
+            Route::Enf(DeleteDomainById(_)) => 3,
+            Route::Enf(DeleteDomainByName(_)) => 4,
+            Route::Mgmt(Provider { ep, .. }) => match ep {
+                ProviderEndpoint::Get => 5,
+                ProviderEndpoint::Customers(i) => 6 + i.kind(),
+            },
+            Route::Mgmt(Msp { ep, .. }) => 11 + ep.kind(),
+            Route::Mgmt(Org { ep, .. }) => match ep {
+                Networks(ReadDelete::List) => 16,
+                Networks(ReadDelete::Get(_)) => 17,
+                Networks(ReadDelete::Delete(_)) => 18,
+                RoamingComputers(e) => 19 + e.kind(),
+                InternalNetworks(i) => 23 + i.kind(),
+                VirtualAppliances(e) => 28 + e.kind(),
+                Sites(i) => 32 + i.kind(),
+                Users(ReadCreateDelete::List) => 37,
+                Users(ReadCreateDelete::Create) => 38,
+                Users(ReadCreateDelete::Get(_)) => 39,
+                Users(ReadCreateDelete::Delete(_)) => 40,
+                Roles => 41,
+            },
+        }
+    }
+
+    /// One route of every kind, with sample parameters (for tests and the route list).
+    pub fn every() -> Vec<Route> {
+        use EnfEndpoint::*;
+        use MgmtEndpoint::*;
+        let items = [
+            Items::List,
+            Items::Create,
+            Items::Get(7),
+            Items::Update(7),
+            Items::Delete(7),
+        ];
+        let rud = |id| {
+            [
+                ReadUpdateDelete::List,
+                ReadUpdateDelete::Get(id),
+                ReadUpdateDelete::Update(id),
+                ReadUpdateDelete::Delete(id),
+            ]
+        };
+        let device = "0a0b0c0d".to_string();
+        let mut out = vec![
+            Route::Enf(PostEvents),
+            Route::Enf(ListDomains),
+            Route::Enf(DeleteDomainsWhere),
+            Route::Enf(DeleteDomainById(7)),
+            Route::Enf(DeleteDomainByName("www.example.com".into())),
+            Route::Mgmt(Provider {
+                sp: 7,
+                ep: ProviderEndpoint::Get,
+            }),
+        ];
+        let org = |ep| Route::Mgmt(Org { org: 7, ep });
+        for i in &items {
+            out.push(Route::Mgmt(Provider {
+                sp: 7,
+                ep: ProviderEndpoint::Customers(i.clone()),
+            }));
+            out.push(Route::Mgmt(Msp {
+                msp: 7,
+                ep: i.clone(),
+            }));
+            out.push(org(OrgEndpoint::InternalNetworks(i.clone())));
+            out.push(org(OrgEndpoint::Sites(i.clone())));
+        }
+        for e in [ReadDelete::List, ReadDelete::Get(7), ReadDelete::Delete(7)] {
+            out.push(org(OrgEndpoint::Networks(e)));
+        }
+        for e in [
+            ReadUpdateDelete::List,
+            ReadUpdateDelete::Get(device.clone()),
+            ReadUpdateDelete::Update(device.clone()),
+            ReadUpdateDelete::Delete(device),
+        ] {
+            out.push(org(OrgEndpoint::RoamingComputers(e)));
+        }
+        for e in rud(7) {
+            out.push(org(OrgEndpoint::VirtualAppliances(e)));
+        }
+        for e in [
+            ReadCreateDelete::List,
+            ReadCreateDelete::Create,
+            ReadCreateDelete::Get(7),
+            ReadCreateDelete::Delete(7),
+        ] {
+            out.push(org(OrgEndpoint::Users(e)));
+        }
+        out.push(org(OrgEndpoint::Roles));
+        out.sort_by_key(Route::kind);
+        out
+    }
+}
+
+/// How many kinds of route there are (see `Route::kind`).
+#[cfg(test)]
+const ROUTE_KINDS: usize = 42;
+
+/// Every route the server answers: its method and path template, as the OpenAPI document lists
+/// them (routes that differ only in how they read a parameter share a template).
+pub fn routes() -> Vec<(Method, &'static str)> {
+    let mut out: Vec<(Method, &'static str)> = Route::every()
+        .iter()
+        .map(|r| (r.method(), r.template()))
+        .collect();
+    out.dedup();
+    out
+}
+
+impl Items {
+    fn method(&self) -> Method {
+        match self {
+            Items::List | Items::Get(_) => Method::GET,
+            Items::Create => Method::POST,
+            Items::Update(_) => Method::PUT,
+            Items::Delete(_) => Method::DELETE,
+        }
+    }
+
+    fn kind(&self) -> usize {
+        match self {
+            Items::List => 0,
+            Items::Create => 1,
+            Items::Get(_) => 2,
+            Items::Update(_) => 3,
+            Items::Delete(_) => 4,
+        }
+    }
+}
+
+impl<Id> ReadUpdateDelete<Id> {
+    fn method(&self) -> Method {
+        match self {
+            ReadUpdateDelete::List | ReadUpdateDelete::Get(_) => Method::GET,
+            ReadUpdateDelete::Update(_) => Method::PUT,
+            ReadUpdateDelete::Delete(_) => Method::DELETE,
+        }
+    }
+
+    fn kind(&self) -> usize {
+        match self {
+            ReadUpdateDelete::List => 0,
+            ReadUpdateDelete::Get(_) => 1,
+            ReadUpdateDelete::Update(_) => 2,
+            ReadUpdateDelete::Delete(_) => 3,
+        }
     }
 }
 
@@ -439,217 +706,108 @@ mod tests {
     }
 
     #[test]
-    fn management_routes_cover_the_37_endpoints() {
+    fn management_routes_are_nested_by_tenant() {
         use MgmtEndpoint::*;
         let cases: Vec<(Method, &str, MgmtEndpoint)> = vec![
             (
                 Method::GET,
                 "/v1/serviceproviders/1",
-                GetServiceProvider { sp: 1 },
-            ),
-            (
-                Method::POST,
-                "/v1/serviceproviders/1/customers",
-                CreateCustomer { sp: 1 },
-            ),
-            (
-                Method::GET,
-                "/v1/serviceproviders/1/customers",
-                ListCustomers { sp: 1 },
-            ),
-            (
-                Method::GET,
-                "/v1/serviceproviders/1/customers/2",
-                GetCustomer { sp: 1, customer: 2 },
+                Provider {
+                    sp: 1,
+                    ep: ProviderEndpoint::Get,
+                },
             ),
             (
                 Method::PUT,
                 "/v1/serviceproviders/1/customers/2",
-                UpdateCustomer { sp: 1, customer: 2 },
-            ),
-            (
-                Method::DELETE,
-                "/v1/serviceproviders/1/customers/2",
-                DeleteCustomer { sp: 1, customer: 2 },
+                Provider {
+                    sp: 1,
+                    ep: ProviderEndpoint::Customers(Items::Update(2)),
+                },
             ),
             (
                 Method::POST,
                 "/v1/msps/3/customers",
-                CreateMspCustomer { msp: 3 },
-            ),
-            (
-                Method::GET,
-                "/v1/msps/3/customers",
-                ListMspCustomers { msp: 3 },
-            ),
-            (
-                Method::GET,
-                "/v1/msps/3/customers/4",
-                GetMspCustomer {
+                Msp {
                     msp: 3,
-                    customer: 4,
+                    ep: Items::Create,
                 },
-            ),
-            (
-                Method::PUT,
-                "/v1/msps/3/customers/4",
-                UpdateMspCustomer {
-                    msp: 3,
-                    customer: 4,
-                },
-            ),
-            (
-                Method::DELETE,
-                "/v1/msps/3/customers/4",
-                DeleteMspCustomer {
-                    msp: 3,
-                    customer: 4,
-                },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/networks",
-                ListNetworks { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/networks/6",
-                GetNetwork { org: 5, id: 6 },
             ),
             (
                 Method::DELETE,
                 "/v1/organizations/5/networks/6",
-                DeleteNetwork { org: 5, id: 6 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/roamingcomputers",
-                ListRoamingComputers { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/roamingcomputers/ab12",
-                GetRoamingComputer {
+                Org {
                     org: 5,
-                    device: "ab12".into(),
+                    ep: OrgEndpoint::Networks(ReadDelete::Delete(6)),
                 },
             ),
             (
                 Method::PUT,
-                "/v1/organizations/5/roamingcomputers/ab12",
-                UpdateRoamingComputer {
+                "/v1/organizations/5/roamingcomputers/ab%31%32",
+                Org {
                     org: 5,
-                    device: "ab12".into(),
+                    ep: OrgEndpoint::RoamingComputers(ReadUpdateDelete::Update("ab12".into())),
                 },
             ),
             (
-                Method::DELETE,
-                "/v1/organizations/5/roamingcomputers/ab12",
-                DeleteRoamingComputer {
+                Method::GET,
+                "/v1/organizations/5/virtualappliances/8",
+                Org {
                     org: 5,
-                    device: "ab12".into(),
+                    ep: OrgEndpoint::VirtualAppliances(ReadUpdateDelete::Get(8)),
                 },
-            ),
-            (
-                Method::POST,
-                "/v1/organizations/5/internalnetworks",
-                CreateInternalNetwork { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/internalnetworks",
-                ListInternalNetworks { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/internalnetworks/7",
-                GetInternalNetwork { org: 5, id: 7 },
-            ),
-            (
-                Method::PUT,
-                "/v1/organizations/5/internalnetworks/7",
-                UpdateInternalNetwork { org: 5, id: 7 },
-            ),
-            (
-                Method::DELETE,
-                "/v1/organizations/5/internalnetworks/7",
-                DeleteInternalNetwork { org: 5, id: 7 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/virtualappliances",
-                ListVirtualAppliances { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/virtualappliances/8",
-                GetVirtualAppliance { org: 5, id: 8 },
-            ),
-            (
-                Method::PUT,
-                "/v1/organizations/5/virtualappliances/8",
-                UpdateVirtualAppliance { org: 5, id: 8 },
-            ),
-            (
-                Method::DELETE,
-                "/v1/organizations/5/virtualappliances/8",
-                DeleteVirtualAppliance { org: 5, id: 8 },
-            ),
-            (
-                Method::POST,
-                "/v1/organizations/5/sites",
-                CreateSite { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/sites",
-                ListSites { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/sites/9",
-                GetSite { org: 5, id: 9 },
-            ),
-            (
-                Method::PUT,
-                "/v1/organizations/5/sites/9",
-                UpdateSite { org: 5, id: 9 },
-            ),
-            (
-                Method::DELETE,
-                "/v1/organizations/5/sites/9",
-                DeleteSite { org: 5, id: 9 },
             ),
             (
                 Method::POST,
                 "/v1/organizations/5/users",
-                CreateUser { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/users",
-                ListUsers { org: 5 },
-            ),
-            (
-                Method::GET,
-                "/v1/organizations/5/users/10",
-                GetUser { org: 5, id: 10 },
-            ),
-            (
-                Method::DELETE,
-                "/v1/organizations/5/users/10",
-                DeleteUser { org: 5, id: 10 },
+                Org {
+                    org: 5,
+                    ep: OrgEndpoint::Users(ReadCreateDelete::Create),
+                },
             ),
             (
                 Method::GET,
                 "/v1/organizations/5/roles",
-                ListRoles { org: 5 },
+                Org {
+                    org: 5,
+                    ep: OrgEndpoint::Roles,
+                },
             ),
         ];
-        assert_eq!(cases.len(), 37);
         for (m, p, e) in cases {
             assert_eq!(route(&m, p), Ok(Route::Mgmt(e)), "{m} {p}");
         }
+    }
+
+    /// A concrete path for a route: its template with the route's own sample parameters.
+    fn path_of(r: &Route) -> String {
+        match r {
+            Route::Enf(EnfEndpoint::DeleteDomainByName(name)) => format!("/1.0/domains/{name}"),
+            r => r
+                .template()
+                .split('/')
+                .map(|seg| match seg {
+                    "{roamingComputerId}" => "0a0b0c0d",
+                    s if s.starts_with('{') => "7",
+                    s => s,
+                })
+                .collect::<Vec<_>>()
+                .join("/"),
+        }
+    }
+
+    /// `Route::every` holds one route of every kind (`Route::kind` is exhaustive, so a new kind
+    /// needs a number, and this wants it in the list), and each comes back from the router as
+    /// itself, under its own method and template.
+    #[test]
+    fn every_kind_of_route_is_listed_and_round_trips() {
+        let every = Route::every();
+        let kinds: Vec<usize> = every.iter().map(Route::kind).collect();
+        assert_eq!(kinds, (0..ROUTE_KINDS).collect::<Vec<_>>());
+        for r in &every {
+            assert_eq!(route(&r.method(), &path_of(r)).as_ref(), Ok(r), "{r:?}");
+        }
+        assert_eq!(routes().len(), 41, "one template for two kinds of delete");
     }
 
     #[test]

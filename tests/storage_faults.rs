@@ -627,3 +627,10 @@ async fn io_errors_in_checkpoints_lose_nothing() {
     )
     .await;
 }
+
+/// A write that panics (a bug) fails its group with 503; the server keeps serving and writing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_a_write_fails_its_group_and_the_server_writes_on() {
+    let n = random_in(20, 200);
+    injected(&format!("panic@{n}"), true).await;
+}

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::ReadUpdateDelete;
 use crate::state::{AppState, RequestCtx};
 use crate::store::{ApplianceSettings, ApplianceState, NewAppliance};
 use crate::timefmt::{now, rfc3339};
@@ -17,28 +17,27 @@ use crate::timefmt::{now, rfc3339};
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
     state: &AppState,
-    ep: MgmtEndpoint,
+    ep: ReadUpdateDelete<i64>,
     org: i64,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
+    use ReadUpdateDelete::*;
     let store = &state.store;
     match ep {
-        ListVirtualAppliances { .. } => {
+        List => {
             let p = paging(ctx)?;
             Ok(ok(&store.list_appliances(org, p.limit, p.offset).await?))
         }
-        GetVirtualAppliance { id, .. } => found(store.get_appliance(org, id).await?),
-        UpdateVirtualAppliance { id, .. } => {
+        Get(id) => found(store.get_appliance(org, id).await?),
+        Update(id) => {
             // `siteId` is the only input field; the rest of the record is output only. The site
             // check is validation (400) and so comes before the appliance's existence (404);
             // the store runs both in the move's transaction.
             let site = Input(&object_body(ctx, &body)?).req_int("siteId")?;
             Ok(ok(&store.move_appliance(org, id, site, now()).await?))
         }
-        DeleteVirtualAppliance { id, .. } => Ok(ok(&store.delete_appliance(org, id).await?)),
-        _ => Err(MgmtError::NotFound),
+        Delete(id) => Ok(ok(&store.delete_appliance(org, id).await?)),
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::{Items, ProviderEndpoint};
 use crate::state::{AppState, RequestCtx};
 use crate::store::{OrgFields, Parent, Scope};
 use crate::timefmt::now;
@@ -18,50 +18,44 @@ use crate::timefmt::now;
 /// Largest `seats` accepted (keeps sums far from overflow).
 pub const MAX_SEATS: i64 = 1_000_000_000;
 
+/// Handles service provider `sp`'s endpoints.
 pub async fn handle(
     state: &AppState,
     scope: Scope,
-    ep: MgmtEndpoint,
+    sp: i64,
+    ep: ProviderEndpoint,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
-    let sp = match ep {
-        GetServiceProvider { sp }
-        | CreateCustomer { sp }
-        | ListCustomers { sp }
-        | GetCustomer { sp, .. }
-        | UpdateCustomer { sp, .. }
-        | DeleteCustomer { sp, .. } => sp,
-        _ => return Err(MgmtError::NotFound),
-    };
     // SECURITY: another provider's id is answered like a missing one.
     if scope != Scope::ServiceProvider(sp) {
         return Err(MgmtError::NotFound);
     }
     let parent = Parent::ServiceProvider(sp);
     let store = &state.store;
+    let ep = match ep {
+        ProviderEndpoint::Get => return found(store.service_provider(sp).await?),
+        ProviderEndpoint::Customers(ep) => ep,
+    };
     match ep {
-        GetServiceProvider { .. } => found(store.service_provider(sp).await?),
-        ListCustomers { .. } => {
+        Items::List => {
             let p = paging(ctx)?;
             Ok(ok(&store.list_customers(parent, p.limit, p.offset).await?))
         }
-        GetCustomer { customer, .. } => found(store.get_customer(parent, customer).await?),
-        CreateCustomer { .. } => {
+        Items::Get(customer) => found(store.get_customer(parent, customer).await?),
+        Items::Create => {
             let m = object_body(ctx, &body)?;
             let f = customer_input(&m, &package_ids(store).await?)?;
             Ok(ok(&store.create_customer(parent, f, now()).await?))
         }
-        UpdateCustomer { customer, .. } => {
+        Items::Update(customer) => {
             let m = object_body(ctx, &body)?;
             let f = customer_input(&m, &package_ids(store).await?)?;
             Ok(ok(&store
                 .update_customer(parent, customer, f, now())
                 .await?))
         }
-        DeleteCustomer { customer, .. } => Ok(ok(&store.delete_customer(parent, customer).await?)),
-        _ => Err(MgmtError::NotFound),
+        Items::Delete(customer) => Ok(ok(&store.delete_customer(parent, customer).await?)),
     }
 }
 

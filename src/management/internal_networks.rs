@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::Items;
 use crate::state::{AppState, RequestCtx};
 use crate::store::InternalNetworkFields;
 use crate::timefmt::now;
@@ -19,33 +19,31 @@ use crate::timefmt::now;
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
     state: &AppState,
-    ep: MgmtEndpoint,
+    ep: Items,
     org: i64,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
     let store = &state.store;
     match ep {
-        ListInternalNetworks { .. } => {
+        Items::List => {
             let p = paging(ctx)?;
             Ok(ok(&store
                 .list_internal_networks(org, p.limit, p.offset)
                 .await?))
         }
-        GetInternalNetwork { id, .. } => found(store.get_internal_network(org, id).await?),
-        CreateInternalNetwork { .. } => {
+        Items::Get(id) => found(store.get_internal_network(org, id).await?),
+        Items::Create => {
             let f = internal_network_input(&object_body(ctx, &body)?)?;
             Ok(ok(&store.create_internal_network(org, f, now()).await?))
         }
-        UpdateInternalNetwork { id, .. } => {
+        Items::Update(id) => {
             let f = internal_network_input(&object_body(ctx, &body)?)?;
             Ok(ok(&store
                 .update_internal_network(org, id, f, now())
                 .await?))
         }
-        DeleteInternalNetwork { id, .. } => Ok(ok(&store.delete_internal_network(org, id).await?)),
-        _ => Err(MgmtError::NotFound),
+        Items::Delete(id) => Ok(ok(&store.delete_internal_network(org, id).await?)),
     }
 }
 

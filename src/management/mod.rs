@@ -22,7 +22,7 @@ use hyper::Response;
 
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::{MgmtEndpoint, OrgEndpoint};
 use crate::state::{AppState, RequestCtx};
 
 pub async fn handle(
@@ -37,76 +37,29 @@ pub async fn handle(
     }
 }
 
-/// The organization a per-organization endpoint addresses.
-fn organization_of(ep: &MgmtEndpoint) -> Option<i64> {
-    use MgmtEndpoint::*;
-    match ep {
-        ListNetworks { org }
-        | GetNetwork { org, .. }
-        | DeleteNetwork { org, .. }
-        | ListRoamingComputers { org }
-        | GetRoamingComputer { org, .. }
-        | UpdateRoamingComputer { org, .. }
-        | DeleteRoamingComputer { org, .. }
-        | CreateInternalNetwork { org }
-        | ListInternalNetworks { org }
-        | GetInternalNetwork { org, .. }
-        | UpdateInternalNetwork { org, .. }
-        | DeleteInternalNetwork { org, .. }
-        | ListVirtualAppliances { org }
-        | GetVirtualAppliance { org, .. }
-        | UpdateVirtualAppliance { org, .. }
-        | DeleteVirtualAppliance { org, .. }
-        | CreateSite { org }
-        | ListSites { org }
-        | GetSite { org, .. }
-        | UpdateSite { org, .. }
-        | DeleteSite { org, .. }
-        | CreateUser { org }
-        | ListUsers { org }
-        | GetUser { org, .. }
-        | DeleteUser { org, .. }
-        | ListRoles { org } => Some(*org),
-        GetServiceProvider { .. }
-        | CreateCustomer { .. }
-        | ListCustomers { .. }
-        | GetCustomer { .. }
-        | UpdateCustomer { .. }
-        | DeleteCustomer { .. }
-        | CreateMspCustomer { .. }
-        | ListMspCustomers { .. }
-        | GetMspCustomer { .. }
-        | UpdateMspCustomer { .. }
-        | DeleteMspCustomer { .. } => None,
-    }
-}
-
 async fn dispatch(
     state: &AppState,
     ep: MgmtEndpoint,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
     let scope = auth::authenticate(state, ctx).await?;
-    let Some(org) = organization_of(&ep) else {
-        return match ep {
-            GetServiceProvider { .. }
-            | CreateCustomer { .. }
-            | ListCustomers { .. }
-            | GetCustomer { .. }
-            | UpdateCustomer { .. }
-            | DeleteCustomer { .. } => customers::handle(state, scope, ep, ctx, body).await,
-            _ => msp_customers::handle(state, scope, ep, ctx, body).await,
-        };
-    };
-    // SECURITY: an organization outside the credential's scope is answered exactly like one that
-    // does not exist.
-    let visible = state.store.organization_visible(scope, org).await?;
-    if !visible {
-        return Err(MgmtError::NotFound);
+    match ep {
+        MgmtEndpoint::Provider { sp, ep } => {
+            customers::handle(state, scope, sp, ep, ctx, body).await
+        }
+        MgmtEndpoint::Msp { msp, ep } => {
+            msp_customers::handle(state, scope, msp, ep, ctx, body).await
+        }
+        MgmtEndpoint::Org { org, ep } => {
+            // SECURITY: an organization outside the credential's scope is answered exactly like
+            // one that does not exist.
+            if !state.store.organization_visible(scope, org).await? {
+                return Err(MgmtError::NotFound);
+            }
+            route(state, org, ep, ctx, body).await
+        }
     }
-    route(state, ep, org, ctx, body).await
 }
 
 /// Hands a per-organization endpoint to its resource, once `org` was found visible. That check
@@ -114,41 +67,21 @@ async fn dispatch(
 /// transaction, that the organization still exists (404 if not).
 async fn route(
     state: &AppState,
-    ep: MgmtEndpoint,
     org: i64,
+    ep: OrgEndpoint,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
     match ep {
-        ListNetworks { .. } | GetNetwork { .. } | DeleteNetwork { .. } => {
-            networks::handle(state, ep, org, ctx, body).await
-        }
-        ListRoamingComputers { .. }
-        | GetRoamingComputer { .. }
-        | UpdateRoamingComputer { .. }
-        | DeleteRoamingComputer { .. } => roaming::handle(state, ep, org, ctx, body).await,
-        CreateInternalNetwork { .. }
-        | ListInternalNetworks { .. }
-        | GetInternalNetwork { .. }
-        | UpdateInternalNetwork { .. }
-        | DeleteInternalNetwork { .. } => {
+        OrgEndpoint::Networks(ep) => networks::handle(state, ep, org, ctx, body).await,
+        OrgEndpoint::RoamingComputers(ep) => roaming::handle(state, ep, org, ctx, body).await,
+        OrgEndpoint::InternalNetworks(ep) => {
             internal_networks::handle(state, ep, org, ctx, body).await
         }
-        ListVirtualAppliances { .. }
-        | GetVirtualAppliance { .. }
-        | UpdateVirtualAppliance { .. }
-        | DeleteVirtualAppliance { .. } => appliances::handle(state, ep, org, ctx, body).await,
-        CreateSite { .. }
-        | ListSites { .. }
-        | GetSite { .. }
-        | UpdateSite { .. }
-        | DeleteSite { .. } => sites::handle(state, ep, org, ctx, body).await,
-        CreateUser { .. } | ListUsers { .. } | GetUser { .. } | DeleteUser { .. } => {
-            users::handle(state, ep, org, ctx, body).await
-        }
-        ListRoles { .. } => roles::handle(state, ep, org, ctx, body).await,
-        _ => Err(MgmtError::NotFound),
+        OrgEndpoint::VirtualAppliances(ep) => appliances::handle(state, ep, org, ctx, body).await,
+        OrgEndpoint::Sites(ep) => sites::handle(state, ep, org, ctx, body).await,
+        OrgEndpoint::Users(ep) => users::handle(state, ep, org, ctx, body).await,
+        OrgEndpoint::Roles => roles::list(state, ctx).await,
     }
 }
 
@@ -229,60 +162,45 @@ mod tests {
             "password": "p", "roleId": 1, "timezone": "UTC"});
         let network = serde_json::json!({"name": "n", "ipAddress": "10.0.0.0", "prefixLength": 8, "siteId": site});
         let device = "0a0b0c0d".to_string();
-        use MgmtEndpoint::*;
+        use crate::router::{Items, ReadCreateDelete, ReadDelete, ReadUpdateDelete};
+        use OrgEndpoint::*;
         let writes = [
-            (CreateSite { org }, serde_json::json!({"name": "s"})),
+            (Sites(Items::Create), serde_json::json!({"name": "s"})),
+            (Sites(Items::Update(site)), serde_json::json!({"name": "s"})),
+            (Sites(Items::Delete(site)), serde_json::Value::Null),
+            (Users(ReadCreateDelete::Create), user),
+            (Users(ReadCreateDelete::Delete(1)), serde_json::Value::Null),
+            (InternalNetworks(Items::Create), network.clone()),
+            (InternalNetworks(Items::Update(1)), network),
+            (InternalNetworks(Items::Delete(1)), serde_json::Value::Null),
             (
-                UpdateSite { org, id: site },
-                serde_json::json!({"name": "s"}),
-            ),
-            (DeleteSite { org, id: site }, serde_json::Value::Null),
-            (CreateUser { org }, user),
-            (DeleteUser { org, id: 1 }, serde_json::Value::Null),
-            (CreateInternalNetwork { org }, network.clone()),
-            (UpdateInternalNetwork { org, id: 1 }, network),
-            (
-                DeleteInternalNetwork { org, id: 1 },
-                serde_json::Value::Null,
-            ),
-            (
-                UpdateVirtualAppliance { org, id: 1 },
+                VirtualAppliances(ReadUpdateDelete::Update(1)),
                 serde_json::json!({"siteId": site}),
             ),
             (
-                DeleteVirtualAppliance { org, id: 1 },
+                VirtualAppliances(ReadUpdateDelete::Delete(1)),
                 serde_json::Value::Null,
             ),
             (
-                UpdateRoamingComputer {
-                    org,
-                    device: device.clone(),
-                },
+                RoamingComputers(ReadUpdateDelete::Update(device.clone())),
                 serde_json::json!({"name": "pc"}),
             ),
             (
-                DeleteRoamingComputer { org, device },
+                RoamingComputers(ReadUpdateDelete::Delete(device)),
                 serde_json::Value::Null,
             ),
-            (DeleteNetwork { org, id: 1 }, serde_json::Value::Null),
+            (Networks(ReadDelete::Delete(1)), serde_json::Value::Null),
         ];
         for (ep, body) in writes {
             let what = format!("{ep:?}");
             let body = Bytes::from(serde_json::to_vec(&body).unwrap());
-            let r = route(&state, ep, org, &json_ctx(), body).await;
+            let r = route(&state, org, ep, &json_ctx(), body).await;
             assert_eq!(r.err(), Some(MgmtError::NotFound), "{what}");
         }
         assert_eq!(rows(&store, org).await, (0, 0, 0));
         // The same write to an organization that still exists goes ahead.
         let body = Bytes::from_static(br#"{"name": "s"}"#);
-        let r = route(
-            &state,
-            CreateSite { org: live.id },
-            live.id,
-            &json_ctx(),
-            body,
-        )
-        .await;
+        let r = route(&state, live.id, Sites(Items::Create), &json_ctx(), body).await;
         assert_eq!(r.map(|r| r.status()).ok(), Some(hyper::StatusCode::OK));
         store.close();
     }

@@ -10,27 +10,20 @@ use super::common::{object_body, ok, paging, Input};
 use super::customers::MAX_SEATS;
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::Items;
 use crate::state::{AppState, RequestCtx};
 use crate::store::{CustomerRecord, MspCustomerRecord, OrgFields, Parent, Scope};
 use crate::timefmt::now;
 
+/// Handles MSP `msp`'s customer endpoints.
 pub async fn handle(
     state: &AppState,
     scope: Scope,
-    ep: MgmtEndpoint,
+    msp: i64,
+    ep: Items,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
-    let msp = match ep {
-        CreateMspCustomer { msp }
-        | ListMspCustomers { msp }
-        | GetMspCustomer { msp, .. }
-        | UpdateMspCustomer { msp, .. }
-        | DeleteMspCustomer { msp, .. } => msp,
-        _ => return Err(MgmtError::NotFound),
-    };
     // SECURITY: another MSP's id is answered like a missing one.
     if scope != Scope::Msp(msp) {
         return Err(MgmtError::NotFound);
@@ -39,28 +32,25 @@ pub async fn handle(
     let store = &state.store;
     let answer = |rec: CustomerRecord| Ok(ok(&MspCustomerRecord::from(rec)));
     match ep {
-        ListMspCustomers { .. } => {
+        Items::List => {
             let p = paging(ctx)?;
             let list = store.list_customers(parent, p.limit, p.offset).await?;
             let list: Vec<MspCustomerRecord> = list.into_iter().map(Into::into).collect();
             Ok(ok(&list))
         }
-        GetMspCustomer { customer, .. } => match store.get_customer(parent, customer).await? {
+        Items::Get(customer) => match store.get_customer(parent, customer).await? {
             Some(rec) => answer(rec),
             None => Err(MgmtError::NotFound),
         },
-        CreateMspCustomer { .. } => {
+        Items::Create => {
             let f = msp_customer_input(&object_body(ctx, &body)?)?;
             answer(store.create_customer(parent, f, now()).await?)
         }
-        UpdateMspCustomer { customer, .. } => {
+        Items::Update(customer) => {
             let f = msp_customer_input(&object_body(ctx, &body)?)?;
             answer(store.update_customer(parent, customer, f, now()).await?)
         }
-        DeleteMspCustomer { customer, .. } => {
-            answer(store.delete_customer(parent, customer).await?)
-        }
-        _ => Err(MgmtError::NotFound),
+        Items::Delete(customer) => answer(store.delete_customer(parent, customer).await?),
     }
 }
 

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::common::{found, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::ReadDelete;
 use crate::state::{AppState, RequestCtx};
 use crate::store::NewNetwork;
 
@@ -18,21 +18,19 @@ pub const NETWORK_STATUSES: &[&str] = &["OPEN", "CLOSED"];
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
     state: &AppState,
-    ep: MgmtEndpoint,
+    ep: ReadDelete,
     org: i64,
     ctx: &RequestCtx,
     _body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
     let store = &state.store;
     match ep {
-        ListNetworks { .. } => {
+        ReadDelete::List => {
             let p = paging(ctx)?;
             Ok(ok(&store.list_networks(org, p.limit, p.offset).await?))
         }
-        GetNetwork { id, .. } => found(store.get_network(org, id).await?),
-        DeleteNetwork { id, .. } => Ok(ok(&store.delete_network(org, id).await?)),
-        _ => Err(MgmtError::NotFound),
+        ReadDelete::Get(id) => found(store.get_network(org, id).await?),
+        ReadDelete::Delete(id) => Ok(ok(&store.delete_network(org, id).await?)),
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::ReadUpdateDelete;
 use crate::state::{AppState, RequestCtx};
 use crate::store::{NewRoamingComputer, RoamingFilter};
 
@@ -30,15 +30,15 @@ pub const ROAMING_TYPES: &[&str] = &["roaming", "anyconnect"];
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
     state: &AppState,
-    ep: MgmtEndpoint,
+    ep: ReadUpdateDelete<String>,
     org: i64,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
+    use ReadUpdateDelete::*;
     let store = &state.store;
     match ep {
-        ListRoamingComputers { .. } => {
+        List => {
             let p = paging(ctx)?;
             let f = filter(ctx)?;
             let list = store
@@ -46,17 +46,14 @@ pub async fn handle(
                 .await?;
             Ok(ok(&list))
         }
-        GetRoamingComputer { device, .. } => found(store.get_roaming_computer(org, device).await?),
-        UpdateRoamingComputer { device, .. } => {
+        Get(device) => found(store.get_roaming_computer(org, device).await?),
+        Update(device) => {
             let name = Input(&object_body(ctx, &body)?).req_str("name")?;
             Ok(ok(&store
                 .rename_roaming_computer(org, device, name)
                 .await?))
         }
-        DeleteRoamingComputer { device, .. } => {
-            Ok(ok(&store.delete_roaming_computer(org, device).await?))
-        }
-        _ => Err(MgmtError::NotFound),
+        Delete(device) => Ok(ok(&store.delete_roaming_computer(org, device).await?)),
     }
 }
 

@@ -11,36 +11,34 @@ use serde_json::{Map, Value};
 use super::common::{found, object_body, ok, paging, Input};
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::Items;
 use crate::state::{AppState, RequestCtx};
 use crate::timefmt::now;
 
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
     state: &AppState,
-    ep: MgmtEndpoint,
+    ep: Items,
     org: i64,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
     let store = &state.store;
     match ep {
-        ListSites { .. } => {
+        Items::List => {
             let p = paging(ctx)?;
             Ok(ok(&store.list_sites(org, p.limit, p.offset).await?))
         }
-        GetSite { id, .. } => found(store.get_site(org, id).await?),
-        CreateSite { .. } => {
+        Items::Get(id) => found(store.get_site(org, id).await?),
+        Items::Create => {
             let name = site_input(&object_body(ctx, &body)?)?;
             Ok(ok(&store.create_site(org, name, now()).await?))
         }
-        UpdateSite { id, .. } => {
+        Items::Update(id) => {
             let name = site_input(&object_body(ctx, &body)?)?;
             Ok(ok(&store.rename_site(org, id, name, now()).await?))
         }
-        DeleteSite { id, .. } => Ok(ok(&store.delete_site(org, id).await?)),
-        _ => Err(MgmtError::NotFound),
+        Items::Delete(id) => Ok(ok(&store.delete_site(org, id).await?)),
     }
 }
 

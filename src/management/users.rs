@@ -12,7 +12,7 @@ use super::common::{found, object_body, ok, paging, Input};
 use super::timezones;
 use crate::error::MgmtError;
 use crate::http::Body;
-use crate::router::MgmtEndpoint;
+use crate::router::ReadCreateDelete;
 use crate::state::{AppState, RequestCtx};
 use crate::store::{UserFields, UNKNOWN_ROLE};
 use crate::timefmt::now;
@@ -20,20 +20,20 @@ use crate::timefmt::now;
 /// Handles the endpoints of this resource for organization `org` (already checked visible).
 pub async fn handle(
     state: &AppState,
-    ep: MgmtEndpoint,
+    ep: ReadCreateDelete,
     org: i64,
     ctx: &RequestCtx,
     body: Bytes,
 ) -> Result<Response<Body>, MgmtError> {
-    use MgmtEndpoint::*;
+    use ReadCreateDelete::*;
     let store = &state.store;
     match ep {
-        ListUsers { .. } => {
+        List => {
             let p = paging(ctx)?;
             Ok(ok(&store.list_users(org, p.limit, p.offset).await?))
         }
-        GetUser { id, .. } => found(store.get_user(org, id).await?),
-        CreateUser { .. } => {
+        Get(id) => found(store.get_user(org, id).await?),
+        Create => {
             let m = object_body(ctx, &body)?;
             // The role's existence is part of the validation, before the hashing.
             let (f, password) = user_input(&m, &role_ids(store).await?)?;
@@ -44,8 +44,7 @@ pub async fn handle(
                 .ok_or(MgmtError::Internal)?;
             Ok(ok(&store.create_user(org, f, hash, now()).await?))
         }
-        DeleteUser { id, .. } => Ok(ok(&store.delete_user(org, id).await?)),
-        _ => Err(MgmtError::NotFound),
+        Delete(id) => Ok(ok(&store.delete_user(org, id).await?)),
     }
 }
 

@@ -15,6 +15,9 @@
 //! A failing write first writes half of its bytes (a torn write, as a device that fails midway
 //! leaves), then reports the error; a failing sync reports it without syncing.
 //!
+//! `panic@N` makes the writer's N-th write panic (a bug in a write, as far as the writer can
+//! tell), to show that the writer survives it.
+//!
 //! One more rule, `cache=PAGES`, shrinks the writer's page cache to that many pages, so that a
 //! group of writes larger than it spills pages to the WAL in the middle of its transaction (as a
 //! group of megabyte batches does with the normal cache): a fault then strikes between two
@@ -65,11 +68,14 @@ struct Rule {
 struct Plan {
     rules: Vec<Rule>,
     cache_pages: Option<i64>,
+    /// The write (1-based, counted by the writer) that panics.
+    panic_at: Option<u64>,
 }
 
 /// Parses a plan (see the module's documentation).
 fn parse(plan: &str) -> Result<Plan, String> {
     let mut cache_pages = None;
+    let mut panic_at = None;
     let rules = plan
         .split(',')
         .map(str::trim)
@@ -77,6 +83,13 @@ fn parse(plan: &str) -> Result<Plan, String> {
         .filter(|r| match r.strip_prefix("cache=").map(str::parse::<i64>) {
             Some(Ok(pages)) if pages > 0 => {
                 cache_pages = Some(pages);
+                false
+            }
+            _ => true,
+        })
+        .filter(|r| match r.strip_prefix("panic@").map(str::parse::<u64>) {
+            Some(Ok(n)) if n > 0 => {
+                panic_at = Some(n);
                 false
             }
             _ => true,
@@ -119,7 +132,11 @@ fn parse(plan: &str) -> Result<Plan, String> {
             })
         })
         .collect::<Result<_, _>>()?;
-    Ok(Plan { rules, cache_pages })
+    Ok(Plan {
+        rules,
+        cache_pages,
+        panic_at,
+    })
 }
 
 struct Registered {
@@ -138,6 +155,18 @@ static REGISTERED: OnceLock<Result<Option<Registered>, String>> = OnceLock::new(
 
 /// Calls made so far: database writes, database syncs, WAL writes, WAL syncs.
 static CALLS: [AtomicU64; 4] = [const { AtomicU64::new(0) }; 4];
+
+/// Writes the writer has started (counted only while a plan is set).
+static WRITES: AtomicU64 = AtomicU64::new(0);
+
+/// Called by the writer before each write: panics if the plan says this one must.
+pub fn maybe_panic() {
+    let Some(at) = registered().and_then(|r| r.plan.panic_at) else {
+        return;
+    };
+    let n = WRITES.fetch_add(1, Ordering::Relaxed) + 1;
+    assert!(n != at, "fault injection: write {n} panics");
+}
 
 /// The VFS connections should open with: this one over `parent` when the environment holds a
 /// plan (registered once), else `parent` itself.
@@ -462,6 +491,7 @@ mod tests {
         let plan =
             parse("wal-sync:eio@3, db-write:enospc@10-12,cache=16,wal-write:enospc@7+").unwrap();
         assert_eq!(plan.cache_pages, Some(16));
+        assert_eq!(parse("panic@4").unwrap().panic_at, Some(4));
         assert_eq!(
             plan.rules,
             vec![

@@ -85,6 +85,7 @@ where
         statements: &mut Statements<'c>,
     ) -> Ran {
         let Task { f, reply } = *self;
+        super::faultvfs::maybe_panic();
         let result = run_in_savepoint(conn, || f(conn, cache, statements));
         let ok = result.is_ok();
         let fault = match &result {
