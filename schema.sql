@@ -1,6 +1,6 @@
--- Parasol's whole SQLite schema, as of schema version 4.
--- src/store/migrate.rs applies it to a new database; a database of an earlier version is brought
--- here by the scripts in src/store/upgrades/ instead (each shipped version's schema is kept there
+-- Parasol's whole SQLite schema, as of schema version 5.
+-- src/store/sqlite/migrate.rs applies it to a new database; a database of an earlier version is brought
+-- here by the scripts in src/store/sqlite/upgrades/ instead (each shipped version's schema is kept there
 -- for the upgrade tests). Timestamps are integer seconds since the Unix epoch (UTC).
 
 -- ---------------------------------------------------------------- tenants
@@ -162,6 +162,19 @@ CREATE TRIGGER organizations_event_purges AFTER DELETE ON organizations
 BEGIN
     INSERT INTO event_purges (organization_id, up_to)
         VALUES (old.id, (SELECT coalesce(max(id), 0) FROM event_batches));
+END;
+
+-- Organizations whose effective block list (domain list minus allow list) may have changed since
+-- the resolver exporter (`parasol serve --export-dir`) last wrote it: recorded by whatever lists
+-- or deletes names or changes an allow list, and by the trigger below when an organization goes.
+-- The exporter takes the rows and rewrites those organizations' files (or removes them).
+CREATE TABLE list_changes (
+    organization_id INTEGER PRIMARY KEY
+);
+
+CREATE TRIGGER organizations_list_changes AFTER DELETE ON organizations
+BEGIN
+    INSERT OR IGNORE INTO list_changes (organization_id) VALUES (old.id);
 END;
 
 -- The customer's allow list: wins over the domain list at enforcement time.

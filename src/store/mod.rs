@@ -109,6 +109,18 @@ operations! {
     /// Creates the demo world in one transaction if the database holds no tenant yet; `None`
     /// if it already does.
     fn create_demo_world(&self, world: DemoWorld, now: i64) -> Option<DemoIds>;
+    /// Every service provider, ordered by id.
+    fn list_service_providers(&self) -> Vec<ServiceProviderInfo>;
+    /// Every MSP, ordered by id.
+    fn list_msps(&self) -> Vec<MspInfo>;
+    /// Every organization, ordered by id.
+    fn list_organizations(&self) -> Vec<OrganizationInfo>;
+    /// Deletes a service provider that has no customers left (`Conflict` if it has, `NotFound`
+    /// if there is none), with its credentials.
+    fn delete_service_provider(&self, sp: i64) -> ();
+    /// Deletes an MSP that has no customers left (`Conflict`, `NotFound`), with its
+    /// credentials.
+    fn delete_msp(&self, msp: i64) -> ();
 
     // ------------------------------------------------------------ customers
 
@@ -212,6 +224,10 @@ operations! {
     /// The effective block list (listed names the allow list does not cover, in list order) and
     /// the allow-listed names under a listed one, from one snapshot.
     fn effective_block_list(&self, org: i64) -> (Vec<String>, Vec<String>);
+    /// The organizations whose effective block list may have changed since the last call (see
+    /// `Store::track_list_changes`), forgotten as they are returned; organizations deleted
+    /// meanwhile are among them.
+    fn take_list_changes(&self) -> Vec<i64>;
 }
 
 /// The engines a store can run on.
@@ -270,6 +286,14 @@ impl Store {
     pub fn version(&self) -> Option<i64> {
         match &self.engine {
             Engine::Sqlite(s) => s.data_version(),
+        }
+    }
+
+    /// Whether events that add names record their organization for `take_list_changes` (the
+    /// resolver exporter turns it on). Deletes and allow-list changes always record theirs.
+    pub fn track_list_changes(&self, on: bool) {
+        match &self.engine {
+            Engine::Sqlite(s) => s.track_list_changes(on),
         }
     }
 

@@ -500,6 +500,40 @@ pub struct PurgeStep {
     pub finished: bool,
 }
 
+/// A service provider as listed for operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceProviderInfo {
+    pub id: i64,
+    pub name: String,
+    pub package_id: i64,
+    pub seats_total: i64,
+    pub customer_count: i64,
+    pub created_at: String,
+}
+
+/// An MSP as listed for operators.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MspInfo {
+    pub id: i64,
+    pub name: String,
+    pub customer_count: i64,
+    pub created_at: String,
+}
+
+/// An organization as listed for operators, with its parent if it has one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OrganizationInfo {
+    pub id: i64,
+    pub name: String,
+    pub service_provider_id: Option<i64>,
+    pub msp_id: Option<i64>,
+    pub seats: i64,
+    pub created_at: String,
+}
+
 // ------------------------------------------------------------------ roles
 
 /// The refusal of an unknown `roleId`.

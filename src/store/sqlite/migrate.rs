@@ -14,6 +14,7 @@ const UPGRADES: &[&str] = &[
     include_str!("upgrades/2-events-per-request.sql"),
     include_str!("upgrades/3-list-counters.sql"),
     include_str!("upgrades/4-event-purges.sql"),
+    include_str!("upgrades/5-list-changes.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -396,5 +397,25 @@ mod tests {
         assert!(step.finished);
         assert_eq!(super::super::purge::step(&c, 100).unwrap(), None);
         assert_eq!(rows(&c).iter().map(|r| r.0).collect::<Vec<_>>(), vec![3, 8]);
+    }
+
+    /// A version 4 database gets the list-change records, and an organization deleted from then
+    /// on is recorded for the exporter.
+    #[test]
+    fn version_4_database_is_upgraded_with_list_changes() {
+        let mut c = database_of_version(4, include_str!("upgrades/schema-4.sql"));
+        c.execute_batch(
+            "INSERT INTO organizations (id, name, created_at, modified_at) VALUES (7, 'o7', 0, 0);",
+        )
+        .unwrap();
+        migrate(&mut c).unwrap();
+        assert_eq!(user_version(&c), SCHEMA_VERSION);
+        assert_eq!(shape(&c), new_shape());
+        c.execute("DELETE FROM organizations WHERE id = 7", [])
+            .unwrap();
+        let changed: i64 = c
+            .query_row("SELECT organization_id FROM list_changes", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(changed, 7);
     }
 }

@@ -169,6 +169,8 @@ struct Inner {
     shared: Arc<writer::Shared>,
     /// A connection that never writes, asked for `PRAGMA data_version` (see `data_version`).
     probe: Mutex<Connection>,
+    /// Events that add names record their organization in `list_changes`.
+    track_list_changes: AtomicBool,
 }
 
 impl Sqlite {
@@ -207,6 +209,7 @@ impl Sqlite {
                 read_slots: tokio::sync::Semaphore::new(MAX_READERS),
                 shared,
                 probe: Mutex::new(probe),
+                track_list_changes: AtomicBool::new(false),
             }),
         })
     }
@@ -230,6 +233,15 @@ impl Sqlite {
     /// Writes (jobs) the writer has run; with `commit_count`, the mean group size.
     pub fn write_count(&self) -> u64 {
         self.inner.shared.jobs.load(Ordering::Relaxed)
+    }
+
+    /// See `Store::track_list_changes`.
+    pub fn track_list_changes(&self, on: bool) {
+        self.inner.track_list_changes.store(on, Ordering::Relaxed);
+    }
+
+    fn tracking_list_changes(&self) -> bool {
+        self.inner.track_list_changes.load(Ordering::Relaxed)
     }
 
     /// The state of the storage.

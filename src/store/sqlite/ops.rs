@@ -48,6 +48,15 @@ fn check_parent(c: &Connection, parent: Parent) -> Result<()> {
     }
 }
 
+/// Records a change of the organization's effective block list when `did` says something
+/// changed; hands `did` back.
+fn changed(c: &Connection, org: i64, did: bool) -> Result<bool> {
+    if did {
+        tenants::record_list_change(c, org)?;
+    }
+    Ok(did)
+}
+
 fn found<T>(rec: Option<T>) -> Result<T> {
     rec.ok_or(StoreError::NotFound)
 }
@@ -72,6 +81,7 @@ impl Backend for Sqlite {
         // Under a new-domain budget, how many new domains a refused request would have added.
         let refused = Arc::new(AtomicU64::new(0));
         let refused_in_write = refused.clone();
+        let track = self.tracking_list_changes();
         // What the write was given travels back with its result, so that its memory is freed on
         // this thread, where it was allocated: freed on the writer's, it left this thread's
         // allocator cache empty, and every request's allocations took the allocator's slow path.
@@ -92,7 +102,12 @@ impl Backend for Sqlite {
                     refused_in_write.store(added, Ordering::Relaxed);
                     Err(StoreError::Conflict(format!("{added} new domains")))
                 }
-                _ => Ok((Ingested::Stored { added }, batch)),
+                _ => {
+                    if track && added > 0 {
+                        tenants::record_list_change(conn, org)?;
+                    }
+                    Ok((Ingested::Stored { added }, batch))
+                }
             }
         };
         let mode = if n_events >= ALONE_EVENTS {
@@ -131,11 +146,12 @@ impl Backend for Sqlite {
     }
 
     async fn delete_domain_by_id(&self, org: i64, id: i64) -> Result<bool> {
-        self.write(move |c| domains::delete_by_id(c, org, id)).await
+        self.write(move |c| changed(c, org, domains::delete_by_id(c, org, id)?))
+            .await
     }
 
     async fn delete_domain_by_name(&self, org: i64, name: String) -> Result<bool> {
-        self.write(move |c| domains::delete_by_name(c, org, &name))
+        self.write(move |c| changed(c, org, domains::delete_by_name(c, org, &name)?))
             .await
     }
 
@@ -274,6 +290,27 @@ impl Backend for Sqlite {
             tenants::create_demo_world(c, &world, now).map(Some)
         })
         .await
+    }
+
+    async fn list_service_providers(&self) -> Result<Vec<ServiceProviderInfo>> {
+        self.read(tenants::list_service_providers).await
+    }
+
+    async fn list_msps(&self) -> Result<Vec<MspInfo>> {
+        self.read(tenants::list_msps).await
+    }
+
+    async fn list_organizations(&self) -> Result<Vec<OrganizationInfo>> {
+        self.read(tenants::list_organizations).await
+    }
+
+    async fn delete_service_provider(&self, sp: i64) -> Result<()> {
+        self.write(move |c| tenants::delete_service_provider(c, sp))
+            .await
+    }
+
+    async fn delete_msp(&self, msp: i64) -> Result<()> {
+        self.write(move |c| tenants::delete_msp(c, msp)).await
     }
 
     // ------------------------------------------------------------ customers
@@ -619,13 +656,17 @@ impl Backend for Sqlite {
     // ------------------------------------------------------------ enforcement on the appliance
 
     async fn allow_add(&self, org: i64, name: String, now: i64) -> Result<bool> {
-        self.write_org(org, move |c| blocking::allow_add(c, org, &name, now))
-            .await
+        self.write_org(org, move |c| {
+            changed(c, org, blocking::allow_add(c, org, &name, now)?)
+        })
+        .await
     }
 
     async fn allow_remove(&self, org: i64, name: String) -> Result<bool> {
-        self.write_org(org, move |c| blocking::allow_remove(c, org, &name))
-            .await
+        self.write_org(org, move |c| {
+            changed(c, org, blocking::allow_remove(c, org, &name)?)
+        })
+        .await
     }
 
     async fn allow_list(&self, org: i64) -> Result<Vec<String>> {
@@ -646,6 +687,10 @@ impl Backend for Sqlite {
             blocking::verdict(c, org, &name)
         })
         .await
+    }
+
+    async fn take_list_changes(&self) -> Result<Vec<i64>> {
+        self.write(tenants::take_list_changes).await
     }
 
     async fn effective_block_list(&self, org: i64) -> Result<(Vec<String>, Vec<String>)> {

@@ -371,3 +371,119 @@ fn demo_organization(
     insert_credential(conn, &o.credential, Scope::Organization(org), now)?;
     Ok(created)
 }
+
+/// Records that the organization's effective block list may have changed.
+pub fn record_list_change(conn: &Connection, org: i64) -> Result<()> {
+    conn.prepare_cached("INSERT OR IGNORE INTO list_changes (organization_id) VALUES (?1)")?
+        .execute(params![org])?;
+    Ok(())
+}
+
+/// The organizations recorded by `record_list_change` (or deleted), forgotten as they are
+/// returned.
+pub fn take_list_changes(conn: &Connection) -> Result<Vec<i64>> {
+    let mut st = conn.prepare_cached("DELETE FROM list_changes RETURNING organization_id")?;
+    let mut ids = st
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<Vec<i64>>>()?;
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+pub fn list_service_providers(conn: &Connection) -> Result<Vec<ServiceProviderInfo>> {
+    let mut st = conn.prepare(
+        "SELECT s.id, s.name, s.package_id, s.seats_total,
+                (SELECT count(*) FROM organizations o WHERE o.service_provider_id = s.id),
+                s.created_at
+         FROM service_providers s ORDER BY s.id",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(ServiceProviderInfo {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            package_id: r.get(2)?,
+            seats_total: r.get(3)?,
+            customer_count: r.get(4)?,
+            created_at: crate::timefmt::rfc3339(r.get(5)?),
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn list_msps(conn: &Connection) -> Result<Vec<MspInfo>> {
+    let mut st = conn.prepare(
+        "SELECT m.id, m.name, (SELECT count(*) FROM organizations o WHERE o.msp_id = m.id),
+                m.created_at
+         FROM msps m ORDER BY m.id",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(MspInfo {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            customer_count: r.get(2)?,
+            created_at: crate::timefmt::rfc3339(r.get(3)?),
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn list_organizations(conn: &Connection) -> Result<Vec<OrganizationInfo>> {
+    let mut st = conn.prepare(
+        "SELECT id, name, service_provider_id, msp_id, seats, created_at
+         FROM organizations ORDER BY id",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok(OrganizationInfo {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            service_provider_id: r.get(2)?,
+            msp_id: r.get(3)?,
+            seats: r.get(4)?,
+            created_at: crate::timefmt::rfc3339(r.get(5)?),
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Deletes a service provider or MSP (`table`) that has no customers (`parent_column` of
+/// `organizations`), with its credentials.
+fn delete_parent(conn: &Connection, table: &str, parent_column: &str, id: i64) -> Result<()> {
+    let exists: Option<i64> = conn
+        .query_row(
+            &format!("SELECT id FROM {table} WHERE id = ?1"),
+            params![id],
+            |r| r.get(0),
+        )
+        .optional()?;
+    if exists.is_none() {
+        return Err(crate::store::StoreError::NotFound);
+    }
+    let customers: i64 = conn.query_row(
+        &format!("SELECT count(*) FROM organizations WHERE {parent_column} = ?1"),
+        params![id],
+        |r| r.get(0),
+    )?;
+    if customers > 0 {
+        return Err(crate::store::StoreError::Conflict(format!(
+            "it still has {customers} customer(s); delete them first"
+        )));
+    }
+    let credential_column = match table {
+        "msps" => "msp_id",
+        _ => "service_provider_id",
+    };
+    conn.execute(
+        &format!("DELETE FROM api_credentials WHERE {credential_column} = ?1"),
+        params![id],
+    )?;
+    conn.execute(&format!("DELETE FROM {table} WHERE id = ?1"), params![id])?;
+    Ok(())
+}
+
+pub fn delete_service_provider(conn: &Connection, sp: i64) -> Result<()> {
+    delete_parent(conn, "service_providers", "service_provider_id", sp)
+}
+
+pub fn delete_msp(conn: &Connection, msp: i64) -> Result<()> {
+    delete_parent(conn, "msps", "msp_id", msp)
+}

@@ -537,3 +537,72 @@ async fn a_tool_refuses_a_directory_without_a_database() {
     ));
     assert!(!dir.join("typo").exists());
 }
+
+/// What changes an organization's effective block list is recorded for the resolver exporter:
+/// events that add names (only while tracking is on), deletes, allow-list changes and the
+/// organization's deletion; taking the records forgets them.
+#[tokio::test]
+async fn list_changes_are_recorded_for_the_exporter() {
+    use crate::store::{
+        Backend, CustomerKey, Ingest, OrgFields, Parent, PreparedBatch, PreparedEvent,
+    };
+    let (_dir, store) = temp_db();
+    let f = OrgFields {
+        name: "o".into(),
+        seats: 1,
+        ..Default::default()
+    };
+    let a = store
+        .create_organization(Parent::None, f.clone(), 0)
+        .await
+        .unwrap();
+    let b = store.create_organization(Parent::None, f, 0).await.unwrap();
+    let ingest = |key: &str, name: &str| Ingest {
+        key: CustomerKey::parse(key).unwrap(),
+        batch_id: uuid::Uuid::new_v4(),
+        now: 1,
+        batch: PreparedBatch::new(
+            vec![PreparedEvent {
+                domain: name.into(),
+                listed: true,
+            }],
+            "[{}]".into(),
+        ),
+        new_domain_budget: None,
+    };
+    store
+        .ingest(ingest(&a.customer_key, "x.example"))
+        .await
+        .unwrap();
+    assert_eq!(store.take_list_changes().await.unwrap(), Vec::<i64>::new());
+    store.track_list_changes(true);
+    store
+        .ingest(ingest(&a.customer_key, "y.example"))
+        .await
+        .unwrap();
+    // A name already listed changes nothing.
+    store
+        .ingest(ingest(&b.customer_key, "z.example"))
+        .await
+        .unwrap();
+    assert_eq!(store.take_list_changes().await.unwrap(), vec![a.id, b.id]);
+    store
+        .ingest(ingest(&b.customer_key, "z.example"))
+        .await
+        .unwrap();
+    assert_eq!(store.take_list_changes().await.unwrap(), Vec::<i64>::new());
+    assert!(store
+        .delete_domain_by_name(a.id, "x.example".into())
+        .await
+        .unwrap());
+    assert!(!store
+        .delete_domain_by_name(b.id, "nope.example".into())
+        .await
+        .unwrap());
+    assert_eq!(store.take_list_changes().await.unwrap(), vec![a.id]);
+    assert!(store.allow_add(b.id, "z.example".into(), 2).await.unwrap());
+    assert_eq!(store.take_list_changes().await.unwrap(), vec![b.id]);
+    assert!(store.delete_organization(a.id).await.unwrap());
+    assert_eq!(store.take_list_changes().await.unwrap(), vec![a.id]);
+    store.close();
+}
