@@ -1,7 +1,6 @@
 //! Parasol: an on-premises server for the enforcement (`/1.0/`) and management (`/v1/`)
 //! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
 
-pub mod bench;
 pub mod bulk;
 pub mod cli;
 pub mod config;

@@ -3,7 +3,6 @@
 //! and exits with status 1.
 
 mod backup;
-mod bench;
 mod devices;
 mod init;
 mod lists;
@@ -50,7 +49,6 @@ pub enum Command {
     Va(devices::VaCmd),
     Backup(backup::BackupCmd),
     Restore(backup::RestoreCmd),
-    Bench(bench::BenchArgs),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -73,7 +71,6 @@ pub fn main(cli: Cli) -> i32 {
     };
     let result = match command {
         Command::Serve(args) => return serve::run(args),
-        Command::Bench(args) => return bench::run(args),
         Command::Init(c) => init::init(c),
         Command::Provider(c) => tenants::provider(c),
         Command::Msp(c) => tenants::msp(c),

@@ -149,10 +149,6 @@ pub(crate) fn open_migrated(path: &Path) -> Result<Connection> {
     open_writer_connection(path, Role::Tool)
 }
 
-/// The log line of a slow write transaction (the benchmark's tests read it back).
-#[cfg(test)]
-pub(crate) use writer::slow_transaction_message;
-
 /// Handle to an SQLite database. Cheap to clone.
 #[derive(Clone)]
 pub struct Sqlite {

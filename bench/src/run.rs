@@ -1,12 +1,8 @@
-//! `parasol bench`: starts the real server as a child process on a fresh data directory, drives it
-//! over HTTPS with the load generator in `load`, measures the ceilings of its parts in the same
+//! The benchmark run: starts the real server as a child process on a fresh data directory, drives
+//! it over HTTPS with the load generator in `load`, measures the ceilings of its parts in the same
 //! run (`baseline`), and prints a table of rates, latencies, errors and peak memory with ratios
 //! against those ceilings. The server and its baselines run on one core, the load generator on
 //! another, where the machine has two.
-
-pub mod baseline;
-pub mod data;
-pub mod load;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -18,12 +14,13 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use hyper::Method;
 
-use load::{Pace, Req, Source, Stats, Target};
+use crate::load::{self, Pace, Req, Source, Stats, Target};
+use crate::{baseline, data};
 
 /// What to run and how big.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// The `parasol` binary to start as the server (normally this one).
+    /// The `parasol` binary to start as the server.
     pub binary: PathBuf,
     /// Entries pre-loaded into the list workload's customer.
     pub domains: u64,
@@ -118,6 +115,8 @@ fn cores() -> usize {
 struct ChildProc {
     child: Child,
     addr: SocketAddr,
+    /// Its output lines (the first 20,000), shown when it fails to start or to stop. Apart from
+    /// the line that gives its address, nothing is read from them.
     log: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
@@ -192,19 +191,6 @@ impl ChildProc {
 
     fn pid(&self) -> u32 {
         self.child.id()
-    }
-
-    /// How many log lines the child has written so far (see `log_since`).
-    fn log_len(&self) -> usize {
-        self.log.lock().map_or(0, |l| l.len())
-    }
-
-    /// `f` applied to the log lines written since `log_len` returned `from`.
-    fn log_since<T>(&self, from: usize, f: impl FnOnce(&[String]) -> T) -> T {
-        match self.log.lock() {
-            Ok(l) => f(&l[from.min(l.len())..]),
-            Err(_) => f(&[]),
-        }
     }
 
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
@@ -391,57 +377,6 @@ fn fmt_spells(s: &Stats) -> String {
     }
 }
 
-/// A server log line about a slow write transaction ("slow write transaction: 117 ms for 58
-/// writes (0 ms of it waiting for the write lock, 117 ms in COMMIT, 116 ms of that in the WAL's
-/// fsync)"): its milliseconds in all, in COMMIT (the commit's WAL writes and fsync) and in the
-/// fsync alone (`None` from a server binary whose line does not say).
-fn slow_transaction_ms(line: &str) -> Option<SlowTransaction> {
-    let rest = line.split("slow write transaction: ").nth(1)?;
-    let total = rest.split(' ').next()?.parse().ok()?;
-    let after_lock = rest.split("write lock, ").nth(1)?;
-    let commit = after_lock.split(' ').next()?.parse().ok()?;
-    let fsync = after_lock
-        .split("in COMMIT, ")
-        .nth(1)
-        .and_then(|r| r.split(' ').next()?.parse().ok());
-    Some(SlowTransaction {
-        total,
-        commit,
-        fsync,
-    })
-}
-
-/// A slow write transaction's milliseconds, as its log line gives them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct SlowTransaction {
-    total: u64,
-    commit: u64,
-    fsync: Option<u64>,
-}
-
-/// The server's write transactions over 50 ms (it logs each) among `lines`, the log lines written
-/// during one open loop: a stall of the disk shows here as time in the WAL's fsync, one of the
-/// whole machine in the hello server's own open loop.
-fn fmt_slow_commits(lines: &[String]) -> String {
-    let slow: Vec<SlowTransaction> = lines
-        .iter()
-        .filter_map(|l| slow_transaction_ms(l))
-        .collect();
-    match slow.iter().max() {
-        None => "no server write transaction over 50 ms in it".to_string(),
-        Some(t) => format!(
-            "{} server write transaction{} over 50 ms in it (longest {} ms, {} in COMMIT{})",
-            slow.len(),
-            if slow.len() == 1 { "" } else { "s" },
-            t.total,
-            t.commit,
-            t.fsync
-                .map(|ms| format!(", {ms} of that in the WAL's fsync"))
-                .unwrap_or_default()
-        ),
-    }
-}
-
 /// Seconds as the table shows a duration: "2", "0.075".
 fn fmt_secs(d: Duration) -> String {
     let s = format!("{:.3}", d.as_secs_f64());
@@ -573,7 +508,7 @@ fn run_in(
     let world = data::prepare(&db, opts.domains)?;
     let preload_secs = t.elapsed().as_secs_f64();
     let preload_bytes = file_size(&db);
-    let (cert, _key) = crate::tls::ensure_self_signed(&data_dir)?;
+    let (cert, _key) = parasol::tls::ensure_self_signed(&data_dir)?;
 
     // Bodies are made before any clock starts.
     let (sample_batch, batch_events) = data::batch(
@@ -625,12 +560,13 @@ fn run_in(
             ))
         })
     };
+    // This program itself, in its hello-server mode (see `main`).
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let hello_args = [
-        "bench",
         "--serve-hello",
         data_dir.to_str().ok_or("temp path is not UTF-8")?,
     ];
-    let (hello, _) = ChildProc::spawn(bin, &hello_args, server_cpu, "ready ", true)?;
+    let (hello, _) = ChildProc::spawn(&me, &hello_args, server_cpu, "ready ", true)?;
     let hello_target = Target::new(hello.addr, &cert)?;
     let hello_cpu = proc_cpu_secs(hello.pid());
     let hello_stats = runtime.block_on(load::run(
@@ -725,7 +661,7 @@ fn run_in(
     let mut r = Row::new(
         format!(
             "append {} KiB + fsync, one at a time",
-            crate::store::sqlite::DB_PAGE_BYTES / 1024
+            parasol::store::sqlite::DB_PAGE_BYTES / 1024
         ),
         "fsyncs/s",
         &fsync,
@@ -735,7 +671,7 @@ fn run_in(
     rows.push(r);
 
     // ---------------------------------------------------------------- the server
-    note("starting parasol serve");
+    note(format!("starting {} serve", bin.display()));
     let rep_arg = rep_file.to_str().ok_or("temp path is not UTF-8")?;
     let data_arg = data_dir.to_str().ok_or("temp path is not UTF-8")?;
     let serve_args = [
@@ -922,7 +858,6 @@ fn run_in(
         );
         m.rows.push(r);
         let open_rate = (single.req_rate() * 0.8).max(10.0);
-        let log_at = server.log_len();
         let open = m.measure(
             format!(
                 "single events, open loop {} req/s (80%)",
@@ -938,9 +873,8 @@ fn run_in(
             let p99 = open.pct_ms(0.99);
             let (shown, met) = against(p99, if p99 < 10.0 { 2 } else { 1 }, |ms| ms < 20.0);
             r.target = format!(
-                "p99 {shown} ms (< 20 ms): {met}; {}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
+                "p99 {shown} ms (< 20 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
                 fmt_spells(&open),
-                server.log_since(log_at, fmt_slow_commits),
                 fmt_ms(open.late_pct_ms(0.99)),
                 fmt_ms(hello_open.pct_ms(0.99)),
                 fmt_ms(fsync.pct_ms(0.99))
@@ -948,7 +882,6 @@ fn run_in(
         }
         // The same at half the maximum: how much of the tail is queueing near saturation.
         let half_rate = (single.req_rate() * 0.5).max(10.0);
-        let log_at = server.log_len();
         let half = m.measure(
             format!(
                 "single events, open loop {} req/s (50%)",
@@ -962,11 +895,10 @@ fn run_in(
         );
         if let Some(r) = m.rows.last_mut() {
             r.target = format!(
-                "p99 {} ms (no target); sent late p99 {} ms; {}; {}",
+                "p99 {} ms (no target); sent late p99 {} ms; {}",
                 fmt_ms(half.pct_ms(0.99)),
                 fmt_ms(half.late_pct_ms(0.99)),
-                fmt_spells(&half),
-                server.log_since(log_at, fmt_slow_commits)
+                fmt_spells(&half)
             );
         }
     }
@@ -1151,43 +1083,13 @@ fn run_in(
 
     let Measure {
         rows,
-        mut notes,
+        notes,
         peak: peak_overall,
         ..
     } = m;
 
     // Start-up with the full data directory and reputation file.
-    let log = server.log.clone();
     server.stop().map_err(|e| format!("server: {e}"))?;
-    if let Ok(lines) = log.lock() {
-        let strip = |l: &str| l.rsplit("] ").next().unwrap_or(l).to_string();
-        let slow: Vec<(SlowTransaction, &String)> = lines
-            .iter()
-            .filter_map(|l| slow_transaction_ms(l).map(|ms| (ms, l)))
-            .collect();
-        if let (Some((_, first)), Some((_, worst))) =
-            (slow.first(), slow.iter().max_by_key(|(ms, _)| *ms))
-        {
-            notes.push(format!(
-                "server: {} slow write transactions (> 50 ms); first: {}; worst: {}",
-                slow.len(),
-                strip(first),
-                strip(worst)
-            ));
-        }
-        let restarts = lines
-            .iter()
-            .filter(|l| l.contains("slow WAL restart"))
-            .count();
-        if restarts > 0 {
-            notes.push(format!(
-                "server: {restarts} WAL restarts held the writer for over 50 ms"
-            ));
-        }
-        if let Some(line) = lines.iter().find(|l| l.contains("writer stopped")) {
-            notes.push(format!("server: {}", strip(line)));
-        }
-    }
     let mut starts = Vec::new();
     let mut start_rss = 0f64;
     for _ in 0..3 {
@@ -1200,10 +1102,10 @@ fn run_in(
     let startup = starts[starts.len() / 2];
 
     // ---------------------------------------------------------------- the table
-    let date = crate::timefmt::rfc3339(crate::timefmt::now());
+    let date = parasol::timefmt::rfc3339(parasol::timefmt::now());
     println!();
     println!(
-        "parasol bench, {date}, {} cores, {}",
+        "parasol-bench, {date}, {} cores, {}",
         ncores,
         if pinned {
             format!("server (and baselines) pinned to cpu {SERVER_CPU}, load generator to cpu {CLIENT_CPU}")
@@ -1299,19 +1201,16 @@ fn run_in(
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        against, fmt_secs, fmt_slow_commits, fmt_spells, numbered_from, slow_transaction_ms,
-        SlowTransaction, Source, Stats,
-    };
+    use super::{against, fmt_secs, fmt_spells, numbered_from, Source, Stats};
     use std::sync::Arc;
     use std::time::Duration;
 
     #[test]
     fn a_workload_run_in_windows_numbers_each_window_on() {
         let source: Source = Arc::new(|w, n| {
-            Some(super::Req::get(format!(
+            Some(crate::load::Req::get(format!(
                 "/{}",
-                super::data::domain(21, (w as u64) << 32 | n)
+                crate::data::domain(21, (w as u64) << 32 | n)
             )))
         });
         let path = |s: &Source, w, n| s(w, n).map(|r| r.path).unwrap();
@@ -1338,60 +1237,6 @@ mod tests {
         assert_eq!(
             fmt_spells(&stats(vec![(10, 0), (10, 10)])),
             "over 20 ms: 50.00% of requests, 1 stretch of mostly slow ones (longest 50 ms from 0.05 s)"
-        );
-    }
-
-    #[test]
-    fn the_servers_slow_commits_during_a_loop_are_counted_from_its_log() {
-        // The line as the server's writer logs it, behind simplelog's time and level.
-        let line = |total: u64, commit: u64, fsync: u64| {
-            format!(
-                "12:00:01 [WARN] {}",
-                crate::store::sqlite::slow_transaction_message(
-                    total.into(),
-                    58,
-                    0,
-                    commit.into(),
-                    fsync.into()
-                )
-            )
-        };
-        let slow = |total, commit, fsync| SlowTransaction {
-            total,
-            commit,
-            fsync,
-        };
-        assert_eq!(
-            slow_transaction_ms(&line(117, 96, 95)),
-            Some(slow(117, 96, Some(95)))
-        );
-        // An older server's line, without the fsync's share.
-        assert_eq!(
-            slow_transaction_ms("slow write transaction: 117 ms for 58 writes (0 ms of it waiting for the write lock, 96 ms in COMMIT)"),
-            Some(slow(117, 96, None))
-        );
-        assert_eq!(
-            slow_transaction_ms("12:00:01 [INFO] ready: serving https://x"),
-            None
-        );
-        assert_eq!(slow_transaction_ms("slow write transaction: soon"), None);
-        let lines = vec![
-            line(60, 60, 59),
-            "12:00:02 [INFO] something else".to_string(),
-            line(549, 540, 538),
-            line(75, 10, 0),
-        ];
-        assert_eq!(
-            fmt_slow_commits(&lines),
-            "3 server write transactions over 50 ms in it (longest 549 ms, 540 in COMMIT, 538 of that in the WAL's fsync)"
-        );
-        assert_eq!(
-            fmt_slow_commits(&lines[..1]),
-            "1 server write transaction over 50 ms in it (longest 60 ms, 60 in COMMIT, 59 of that in the WAL's fsync)"
-        );
-        assert_eq!(
-            fmt_slow_commits(&lines[1..2]),
-            "no server write transaction over 50 ms in it"
         );
     }
 

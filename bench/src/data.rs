@@ -7,7 +7,7 @@ use std::path::Path;
 
 use bytes::Bytes;
 
-use crate::store::{
+use parasol::store::{
     CustomerKey, Ingest, Ingested, OrgFields, Parent, PreparedBatch, PreparedEvent, Scope, Store,
 };
 
@@ -91,7 +91,7 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let store =
-        Store::open_sqlite(db, crate::store::sqlite::Role::Server).map_err(|e| e.to_string())?;
+        Store::open_sqlite(db, parasol::store::sqlite::Role::Server).map_err(|e| e.to_string())?;
     let world = runtime.block_on(preload(&store, list_domains));
     // Closing checkpoints the whole WAL into the database file and truncates it.
     store.close();
@@ -99,8 +99,8 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
 }
 
 async fn preload(store: &Store, list_domains: u64) -> Result<World, String> {
-    let now = crate::timefmt::now();
-    let e = |e: crate::store::StoreError| e.to_string();
+    let now = parasol::timefmt::now();
+    let e = |e: parasol::store::StoreError| e.to_string();
     let org = async |name: &str| {
         let f = OrgFields {
             name: name.into(),
@@ -113,7 +113,7 @@ async fn preload(store: &Store, list_domains: u64) -> Result<World, String> {
     let mixed = org("bench mixed").await.map_err(e)?;
     let list = org("bench list").await.map_err(e)?;
     let mgmt = org("bench management").await.map_err(e)?;
-    let (api_key, secret, credential) = crate::demo::new_credential(Some("bench"))?;
+    let (api_key, secret, credential) = parasol::demo::new_credential(Some("bench"))?;
     store
         .create_credential(Scope::Organization(mgmt.id), credential, now)
         .await

@@ -1,15 +1,21 @@
-//! `parasol bench`: the benchmark harness (see `crate::bench` and the README's Benchmark section).
+//! `parasol-bench`: the benchmark harness, a program of its own beside the product (see `run` and
+//! the README's Benchmark section). It starts the `parasol` binary found next to itself (or
+//! `--server-binary`) as the server, and itself with `--serve-hello` as the hello baseline.
+
+mod baseline;
+mod data;
+mod load;
+mod run;
 
 use std::path::PathBuf;
 
 use argh::FromArgs;
 
-use crate::bench::Options;
+use run::Options;
 
 /// Benchmark: start a server on a fresh data directory, load it over HTTPS, and print a table
 /// with ratios against a hello HTTPS server and a plain SQLite insert loop measured in the same run.
 #[derive(FromArgs, Debug)]
-#[argh(subcommand, name = "bench")]
 pub struct BenchArgs {
     /// smoke run with small sizes, a few seconds (CI)
     #[argh(switch)]
@@ -46,7 +52,8 @@ pub struct BenchArgs {
     /// management (the baselines always run)
     #[argh(option)]
     pub only: Option<String>,
-    /// the parasol binary to benchmark (default: this one)
+    /// the parasol binary to benchmark (default: `parasol` in this program's directory, e.g.
+    /// target/release/parasol)
     #[argh(option)]
     pub server_binary: Option<PathBuf>,
     /// internal: run only the hello baseline server with DIR/tls's certificate
@@ -54,27 +61,26 @@ pub struct BenchArgs {
     pub serve_hello: Option<PathBuf>,
 }
 
+fn main() {
+    std::process::exit(run_args(argh::from_env()));
+}
+
 /// Runs the benchmark; returns the exit status.
-pub fn run(args: BenchArgs) -> i32 {
+fn run_args(args: BenchArgs) -> i32 {
     if let Some(dir) = &args.serve_hello {
-        let (cert, key) = crate::tls::self_signed_paths(dir);
-        return match crate::bench::baseline::serve_hello(&cert, &key) {
+        let (cert, key) = parasol::tls::self_signed_paths(dir);
+        return match baseline::serve_hello(&cert, &key) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("parasol bench --serve-hello: {e}");
+                eprintln!("parasol-bench --serve-hello: {e}");
                 1
             }
         };
     }
-    let binary = match args
-        .server_binary
-        .clone()
-        .map(Ok)
-        .unwrap_or_else(std::env::current_exe)
-    {
+    let binary = match args.server_binary.clone().map_or_else(server_beside_us, Ok) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("parasol bench: cannot find the parasol binary: {e}");
+            eprintln!("parasol-bench: {e}");
             return 1;
         }
     };
@@ -99,11 +105,27 @@ pub fn run(args: BenchArgs) -> i32 {
             .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
         ..base
     };
-    match crate::bench::run(opts) {
+    match run::run(opts) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("parasol bench: {e}");
+            eprintln!("parasol-bench: {e}");
             1
         }
+    }
+}
+
+/// The `parasol` binary in this program's own directory: cargo builds both into the same one
+/// (`target/release/` for `bench/run`, `target/debug/` for `cargo run -p parasol-bench`).
+fn server_beside_us() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
+    let server = me.with_file_name("parasol");
+    if server.is_file() {
+        Ok(server)
+    } else {
+        Err(format!(
+            "no parasol binary at {}: build it beside this one (`cargo build --locked -p parasol \
+             -p parasol-bench`, with --release for bench/run's) or pass --server-binary",
+            server.display()
+        ))
     }
 }

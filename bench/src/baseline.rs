@@ -18,7 +18,7 @@ use tokio_rustls::TlsAcceptor;
 /// it, the same hyper connection settings, on a multi-threaded runtime like the server's. Every
 /// request's body is read in full and answered with a small JSON body. Prints `ready ADDR`.
 pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
-    let tls = crate::tls::server_config(cert, key)?;
+    let tls = parasol::tls::server_config(cert, key)?;
     let acceptor = TlsAcceptor::from(tls);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -64,14 +64,14 @@ pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
 }
 
 /// The disk's commit latency, the floor under a durable write's: for `duration`, appends of one
-/// page (`crate::store::sqlite::DB_PAGE_BYTES` bytes) to a file, each followed by fsync, as a WAL commit
+/// page (`parasol::store::sqlite::DB_PAGE_BYTES` bytes) to a file, each followed by fsync, as a WAL commit
 /// does. Every 202 of the server waits for at least one of these.
-pub fn fsync_latency(dir: &Path, duration: Duration) -> Result<super::load::Stats, String> {
+pub fn fsync_latency(dir: &Path, duration: Duration) -> Result<crate::load::Stats, String> {
     use std::io::Write;
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path).map_err(|e| format!("{path:?}: {e}"))?;
-    let page = vec![0x5au8; crate::store::sqlite::DB_PAGE_BYTES as usize];
-    let mut stats = super::load::Stats::default();
+    let page = vec![0x5au8; parasol::store::sqlite::DB_PAGE_BYTES as usize];
+    let mut stats = crate::load::Stats::default();
     let start = Instant::now();
     while start.elapsed() < duration {
         let t = Instant::now();
@@ -105,11 +105,11 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
     let requests: Vec<(Vec<String>, [String; 4])> = (0..batches)
         .map(|b| {
             let names: Vec<String> = (b * batch_events..(b + 1) * batch_events)
-                .map(|n| super::data::domain(9, n))
+                .map(|n| crate::data::domain(9, n))
                 .collect();
             let bodies: Vec<String> = (b * batch_events..(b + 1) * batch_events)
                 .zip(&names)
-                .map(|(n, d)| super::data::event_json(d, n))
+                .map(|(n, d)| crate::data::event_json(d, n))
                 .collect();
             let texts = [
                 uuid::Uuid::new_v4().to_string(),
@@ -120,7 +120,7 @@ pub fn storage_ceiling(dir: &Path, batches: u64, batch_events: u64) -> Result<f6
             (names, texts)
         })
         .collect();
-    let now = crate::timefmt::now();
+    let now = parasol::timefmt::now();
     let mut seq = 0i64;
     let start = Instant::now();
     for (names, [uuid, names_json, listed_json, events_json]) in &requests {
@@ -167,7 +167,7 @@ const INSERT_DOMAIN: &str =
 fn ceiling_db(path: &Path) -> Result<rusqlite::Connection, String> {
     let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
     let err = |e: rusqlite::Error| e.to_string();
-    conn.pragma_update(None, "page_size", crate::store::sqlite::DB_PAGE_BYTES)
+    conn.pragma_update(None, "page_size", parasol::store::sqlite::DB_PAGE_BYTES)
         .map_err(err)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(err)?;
@@ -224,8 +224,8 @@ pub fn single_event_storage(dir: &Path, requests: u64) -> Result<(f64, f64), Str
 /// stores took.
 fn store_single_events(conn: &rusqlite::Connection, requests: u64) -> Result<(f64, f64), String> {
     let err = |e: rusqlite::Error| e.to_string();
-    let now = crate::timefmt::now();
-    let hot = super::data::HOT_DOMAINS;
+    let now = parasol::timefmt::now();
+    let hot = crate::data::HOT_DOMAINS;
     {
         let tx = conn.unchecked_transaction().map_err(err)?;
         let mut dom = tx
@@ -235,7 +235,7 @@ fn store_single_events(conn: &rusqlite::Connection, requests: u64) -> Result<(f6
             )
             .map_err(err)?;
         for n in 0..hot {
-            let name = super::data::domain(super::data::SPACE_HOT, n);
+            let name = crate::data::domain(crate::data::SPACE_HOT, n);
             dom.execute(rusqlite::params![n as i64 + 1, name, now - 1])
                 .map_err(err)?;
         }
@@ -246,21 +246,21 @@ fn store_single_events(conn: &rusqlite::Connection, requests: u64) -> Result<(f6
     // (the hot name's index or none for a new name, its name, the row's texts).
     let rows: Vec<(Option<usize>, String, [String; 4])> = (0..requests)
         .map(|i| {
-            let r = super::data::mix(i ^ 25 << 48);
+            let r = crate::data::mix(i ^ 25 << 48);
             let (hot_index, name) = if r.is_multiple_of(10) {
-                (None, super::data::domain(25, i))
+                (None, crate::data::domain(25, i))
             } else {
                 let h = r % hot;
                 (
                     Some(h as usize),
-                    super::data::domain(super::data::SPACE_HOT, h),
+                    crate::data::domain(crate::data::SPACE_HOT, h),
                 )
             };
             let texts = [
                 uuid::Uuid::new_v4().to_string(),
                 serde_json::to_string(&[&name]).unwrap_or_default(),
                 "[1]".to_string(),
-                format!("[{}]", super::data::event_json(&name, i)),
+                format!("[{}]", crate::data::event_json(&name, i)),
             ];
             (hot_index, name, texts)
         })
@@ -283,7 +283,7 @@ fn store_single_events(conn: &rusqlite::Connection, requests: u64) -> Result<(f6
                 .prepare_cached("UPDATE domains SET last_seen_at = ?2 WHERE id = ?1")
                 .map_err(err)?;
             for (hot_index, name, [uuid, names_json, listed_json, events_json]) in group {
-                let now = crate::timefmt::now();
+                let now = parasol::timefmt::now();
                 row.execute(rusqlite::params![
                     uuid,
                     now,
@@ -326,15 +326,33 @@ fn thread_cpu_us() -> f64 {
 mod tests {
     use super::*;
 
+    /// A fresh temporary directory, removed when dropped (after a failed assertion too).
+    struct TempDir(std::path::PathBuf);
+
+    impl TempDir {
+        fn new(what: &str) -> TempDir {
+            let name = format!("parasol-bench-{what}-{}", uuid::Uuid::new_v4());
+            let p = std::env::temp_dir().join(name);
+            std::fs::create_dir_all(&p).unwrap();
+            TempDir(p)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
     #[test]
     fn the_single_event_loop_stores_a_row_per_request_and_lists_only_new_names() {
-        let dir = crate::testdir::TempDir::new("single-loop");
-        let conn = ceiling_db(&dir.join("t.db")).unwrap();
+        let dir = TempDir::new("single-loop");
+        let conn = ceiling_db(&dir.0.join("t.db")).unwrap();
         let requests = 2_000;
         store_single_events(&conn, requests).unwrap();
         let count = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
         // The hot names were listed first: ids 1 to HOT_DOMAINS.
-        let hot = super::super::data::HOT_DOMAINS as i64;
+        let hot = crate::data::HOT_DOMAINS as i64;
         assert_eq!(count("SELECT count(*) FROM event_batches"), requests as i64);
         // Every request names its domain once, in its row as in its event.
         assert_eq!(
