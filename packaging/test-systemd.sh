@@ -165,8 +165,8 @@ pid=$(main_pid)
 uid=$(inside awk '/^Uid:/ { print $2 }' "/proc/$pid/status")
 [ "$uid" = "$(inside id -u parasol)" ] || fail "the service runs as uid $uid, not as user parasol"
 state_dir=$(inside stat -c %U:%a /var/lib/parasol)
-[ "$state_dir" = parasol:750 ] || fail "/var/lib/parasol is $state_dir, not parasol:750 (StateDirectory=)"
-ok "parasol.service started as user parasol on $url; /var/lib/parasol parasol:750"
+[ "$state_dir" = parasol:700 ] || fail "/var/lib/parasol is $state_dir, not parasol:700 (StateDirectory=, and the store makes it private)"
+ok "parasol.service started as user parasol on $url; /var/lib/parasol parasol:700"
 
 # The README's provisioning command, as root, on the live server's database.
 created=$(inside /usr/bin/parasol org create --data-dir /var/lib/parasol --name Acme) ||
