@@ -1,6 +1,7 @@
 //! Storage faults on demand, for tests that prove what a client gets when the disk fails and
-//! that nothing is then stored in part: a VFS over the one Parasol otherwise uses, which fails
-//! chosen writes or syncs of the database file or its WAL the way a failing or full disk does.
+//! that nothing is then stored in part: a VFS over SQLite's own `unix` (which Parasol otherwise
+//! uses directly) that fails chosen writes or syncs of the database file or its WAL the way a
+//! failing or full disk does.
 //!
 //! It is registered and used only when the environment variable `PARASOL_FAULT_INJECTION` holds
 //! a plan (the server logs a warning saying so); otherwise connections never pass through it.

@@ -24,7 +24,6 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use super::checkpoint::Checkpointer;
-use super::walvfs;
 use super::writer_cache::{Statements, WriterCache};
 use super::Health;
 use crate::store::{FaultKind, Result, StoreError};
@@ -160,19 +159,6 @@ fn should_linger(group: usize, previous: usize, clients: usize) -> bool {
 /// A write transaction taking longer than this is logged (a warning: it holds up every request
 /// in its group).
 const SLOW_TRANSACTION: Duration = Duration::from_millis(50);
-
-/// The log line for a write transaction over `SLOW_TRANSACTION`.
-pub(crate) fn slow_transaction_message(
-    total_ms: u128,
-    writes: usize,
-    lock_wait_ms: u128,
-    commit_ms: u128,
-    sync_ms: u128,
-) -> String {
-    format!(
-        "slow write transaction: {total_ms} ms for {writes} writes ({lock_wait_ms} ms of it waiting for the write lock, {commit_ms} ms in COMMIT, {sync_ms} ms of that in the WAL's fsync)"
-    )
-}
 
 /// Runs one cached statement without parameters (transaction control).
 pub(super) fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
@@ -374,8 +360,6 @@ fn run_transaction(
     shared: &Shared,
 ) {
     let started = Instant::now();
-    // Counted from here: what the transaction's COMMIT spends syncing the WAL.
-    walvfs::take_sync_time();
     let group = jobs.len();
     // Savepoints are needed only when a job may fail on its own in a group of several.
     let no_savepoints = group == 1 || jobs.iter().all(|j| j.mode == WriteMode::Shared);
@@ -462,17 +446,12 @@ fn run_transaction(
         }),
     };
     let took = started.elapsed();
-    let synced = walvfs::take_sync_time();
     if took > SLOW_TRANSACTION {
         log::warn!(
-            "{}",
-            slow_transaction_message(
-                took.as_millis(),
-                group,
-                lock_wait.as_millis(),
-                (took - ran).as_millis(),
-                synced.as_millis()
-            )
+            "slow write transaction: {} ms for {group} writes ({} ms of it waiting for the write lock, {} ms in COMMIT)",
+            took.as_millis(),
+            lock_wait.as_millis(),
+            (took - ran).as_millis(),
         );
     }
     match &commit {
