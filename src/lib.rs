@@ -11,6 +11,7 @@ pub mod enforcement;
 pub mod error;
 pub mod http;
 pub mod ids;
+pub mod json;
 pub mod management;
 pub mod ratelimit;
 pub mod reputation;
