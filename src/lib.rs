@@ -10,6 +10,7 @@ pub mod demo;
 pub mod enforcement;
 pub mod error;
 pub mod http;
+pub mod host;
 pub mod ids;
 pub mod json;
 pub mod management;

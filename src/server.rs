@@ -395,7 +395,7 @@ fn close_after(res: &mut Response<Body>, linger: &AtomicBool) {
     );
 }
 
-/// Handles one request: route, size rule, body, then the interface's handler.
+/// Handles one request: route, size rule, Host, body, then the interface's handler.
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
@@ -450,6 +450,19 @@ async fn handle(
     if head as u64 + declared > max as u64 {
         linger.store(true, Ordering::Relaxed);
         return too_large(iface, &tx_id);
+    }
+    // A malformed Host is refused at the same point as a request too large, before the body is
+    // read (and so, like a refusal by route, the connection closes after the answer when a body
+    // is on its way). Links are built only from a Host that passed here.
+    if let Err(e) = crate::host::request_host(req.headers()) {
+        let mut res = match iface {
+            Interface::Enforcement => EnfError::BadRequest(e.to_string()).into_response(),
+            Interface::Management => MgmtError::BadRequest(e.to_string()).into_response(&tx_id),
+        };
+        if carries_body(req.headers()) {
+            close_after(&mut res, &linger);
+        }
+        return res;
     }
     let (parts, body) = req.into_parts();
     let body = match read_body(body, max - head, state.limits.body_timeout).await {
