@@ -48,7 +48,9 @@ pub fn ensure(db_path: &Path, data_dir: &Path, base_url: &str) -> Result<Option<
     Ok(Some(doc))
 }
 
-/// Issues an API credential for `scope`; returns `(apiKey, apiSecret)`.
+/// Issues an API credential for `scope`; returns `(apiKey, apiSecret)`. When the secret cannot
+/// be hashed nothing is inserted, and the error (`StoreError::Aborted`) rolls back the caller's
+/// transaction.
 pub fn issue_credential(
     conn: &Connection,
     scope: Scope,
@@ -56,14 +58,9 @@ pub fn issue_credential(
     now: i64,
 ) -> crate::store::Result<(String, String)> {
     let (key, secret) = crate::secrets::new_key_pair();
-    tenants::insert_credential(
-        conn,
-        &key,
-        &crate::secrets::hash(&secret),
-        scope,
-        label,
-        now,
-    )?;
+    let hash = crate::secrets::try_hash(&secret)
+        .map_err(|e| crate::store::StoreError::Aborted(e.to_string()))?;
+    tenants::insert_credential(conn, &key, &hash, scope, label, now)?;
     Ok((key, secret))
 }
 
