@@ -38,6 +38,7 @@ pub async fn run(
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
     // Held until this function returns: a second server or a restore on this directory refuses.
     let dir_lock = crate::datadir::lock(&config.data_dir).map_err(|e| e.to_string())?;
+    let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
     let acceptor = match &config.tls {
         TlsSource::Plain => {
             log::warn!("--plain-http: serving without TLS; use this only in a lab");
@@ -47,13 +48,15 @@ pub async fn run(
             Some(TlsAcceptor::from(crate::tls::server_config(cert, key)?))
         }
         TlsSource::SelfSigned => {
-            let (cert, key) = crate::tls::ensure_self_signed(&config.data_dir)?;
+            let names = crate::tls::CertNames::for_listener(local_addr);
+            let (cert, key) = crate::tls::ensure_self_signed(&config.data_dir, &names)?;
             Some(TlsAcceptor::from(crate::tls::server_config(&cert, &key)?))
         }
     };
     let scheme = if acceptor.is_some() { "https" } else { "http" };
-    let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let url = format!("{scheme}://{local_addr}");
+    // The URL given out (ready line, demo credentials) names an address clients can use, never
+    // 0.0.0.0 or :: (see `netinfo::advertised`).
+    let url = format!("{scheme}://{}", crate::netinfo::advertised(local_addr));
 
     let db_path = config.db_path();
     let store = Store::open(&db_path).map_err(|e| format!("{}: {e}", db_path.display()))?;
