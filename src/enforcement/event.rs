@@ -367,17 +367,41 @@ mod fast {
     /// the general validator. Clients send a few extra fields at most.
     pub(super) const MAX_MEMBERS: usize = 16;
 
-    /// Records member `k` of an object among the `n` seen before it; `None` (the general
-    /// validator decides) if it is one of them or there is no room to tell. Keys here hold no
-    /// escapes, so equal text is the same member.
-    #[inline(always)]
-    fn new_member<'a>(seen: &mut [&'a str; MAX_MEMBERS], n: &mut usize, k: &'a str) -> Option<()> {
-        if *n == MAX_MEMBERS || seen[..*n].contains(&k) {
-            return None;
+    /// The members of one object seen so far (up to `MAX_MEMBERS`), as byte ranges of the text
+    /// (a table of zeros to start with, cheaper to set up than one of string slices).
+    struct Members {
+        keys: [(u32, u32); MAX_MEMBERS],
+        n: usize,
+    }
+
+    impl Members {
+        #[inline(always)]
+        fn new() -> Members {
+            Members {
+                keys: [(0, 0); MAX_MEMBERS],
+                n: 0,
+            }
         }
-        seen[*n] = k;
-        *n += 1;
-        Some(())
+
+        /// Records key `k` (a slice of `text`); `None` (the general validator decides) if it
+        /// is one seen before or there is no room to tell. Keys here hold no escapes, so equal
+        /// text is the same member.
+        #[inline(always)]
+        fn add(&mut self, text: &str, k: &str) -> Option<()> {
+            if self.n == MAX_MEMBERS {
+                return None;
+            }
+            for &(a, b) in &self.keys[..self.n] {
+                if text.get(a as usize..b as usize) == Some(k) {
+                    return None;
+                }
+            }
+            // `k` lies inside `text` (a body of at most a few MiB: offsets fit in 32 bits).
+            let start = k.as_ptr() as usize - text.as_ptr() as usize;
+            self.keys[self.n] = (start as u32, (start + k.len()) as u32);
+            self.n += 1;
+            Some(())
+        }
     }
 
     /// What a key means to the fast path.
@@ -550,12 +574,11 @@ mod fast {
                         self.i += 1;
                         return Some(());
                     }
-                    let mut members = [""; MAX_MEMBERS];
-                    let mut n = 0;
+                    let mut members = Members::new();
                     loop {
                         if open == b'{' {
                             let k = self.string()?;
-                            new_member(&mut members, &mut n, k)?;
+                            members.add(self.text, k)?;
                             self.eat(b':')?;
                         }
                         self.skip_value(depth + 1)?;
@@ -573,13 +596,23 @@ mod fast {
             }
         }
 
+        /// An unknown field of an event: its key recorded (a repeat is the general validator's
+        /// to name), its value passed over. Kept out of line: the common event has none, and
+        /// the loop over its fields stays as small as before.
+        #[cold]
+        #[inline(never)]
+        fn unknown_field(&mut self, seen: &mut Option<Members>, k: &'a str) -> Option<()> {
+            seen.get_or_insert_with(Members::new).add(self.text, k)?;
+            self.skip_value(0)
+        }
+
         /// One event object, checked.
         fn event(&mut self) -> Option<ValidEvent> {
             self.eat(b'{')?;
             let mut fields: [Option<&'a str>; DISABLE] = [None; DISABLE];
             let mut seen = 0u32;
-            let mut unknown = [""; MAX_MEMBERS];
-            let mut unknowns = 0;
+            // Made on the first unknown field: most events have none.
+            let mut unknown: Option<Members> = None;
             let mut disable = false;
             loop {
                 let k = self.string()?;
@@ -607,10 +640,7 @@ mod fast {
                         };
                     }
                     Key::Alt => return None,
-                    Key::Unknown => {
-                        new_member(&mut unknown, &mut unknowns, k)?;
-                        self.skip_value(0)?
-                    }
+                    Key::Unknown => self.unknown_field(&mut unknown, k)?,
                 }
                 match self.peek()? {
                     b',' => self.i += 1,
