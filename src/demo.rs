@@ -25,7 +25,7 @@ pub fn credentials_path(data_dir: &Path) -> std::path::PathBuf {
 /// A new credential: `(apiKey, apiSecret)` and what the store keeps of it (the secret hashed).
 pub fn new_credential(label: Option<&str>) -> Result<(String, String, NewCredential), String> {
     let (key, secret) = crate::secrets::new_key_pair();
-    let secret_hash = crate::secrets::hash(&secret);
+    let secret_hash = crate::secrets::try_hash(&secret).map_err(|e| e.to_string())?;
     let stored = NewCredential {
         api_key: key.clone(),
         secret_hash,
@@ -196,7 +196,8 @@ fn organization(
         timezone: zone.into(),
     };
     // Nobody logs in as the demo user: its password is random and never shown.
-    let password = crate::secrets::hash(&uuid::Uuid::new_v4().to_string());
+    let password =
+        crate::secrets::try_hash(&uuid::Uuid::new_v4().to_string()).map_err(|e| e.to_string())?;
     let (tag, net, domain) = if n == 0 {
         ("CAM", "203.0.113", "acme-labs.local")
     } else {

@@ -320,12 +320,12 @@ mod tests {
         let v = EnfError::Validation(vec![
             FieldError {
                 index: Some(3),
-                field: "dstDomain",
+                field: "dstDomain".into(),
                 problem: "is required",
             },
             FieldError {
                 index: Some(4),
-                field: "",
+                field: "".into(),
                 problem: "must be an object",
             },
         ]);

@@ -3,17 +3,43 @@
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
+use ring::rand::{SecureRandom, SystemRandom};
 
-/// Hashes a secret into a PHC string with a fresh random salt.
-pub fn hash(secret: &str) -> String {
-    let salt_bytes = *uuid::Uuid::new_v4().as_bytes();
-    // A SaltString from 16 random bytes cannot fail to encode.
-    let salt = SaltString::encode_b64(&salt_bytes)
-        .unwrap_or_else(|_| SaltString::from_b64("c2FsdHNhbHRzYWx0").expect("static salt"));
+/// A secret could not be hashed: the system gave no random salt, or argon2 refused. The
+/// operation that wanted the hash must fail; there is no hash to store in its place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashError(String);
+
+impl std::fmt::Display for HashError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot hash a secret: {}", self.0)
+    }
+}
+
+impl std::error::Error for HashError {}
+
+/// Hashes a secret into a PHC string (argon2id, default parameters) with a fresh random salt
+/// from the operating system.
+pub fn try_hash(secret: &str) -> Result<String, HashError> {
+    hash_salted(secret, |salt| {
+        SystemRandom::new()
+            .fill(salt)
+            .map_err(|_| HashError("the system's random number generator failed".into()))
+    })
+}
+
+/// [`try_hash`] with the salt's 16 bytes filled by `fill`.
+fn hash_salted(
+    secret: &str,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), HashError>,
+) -> Result<String, HashError> {
+    let mut salt = [0u8; 16];
+    fill(&mut salt)?;
+    let salt = SaltString::encode_b64(&salt).map_err(|e| HashError(e.to_string()))?;
     Argon2::default()
         .hash_password(secret.as_bytes(), &salt)
         .map(|h| h.to_string())
-        .unwrap_or_default()
+        .map_err(|e| HashError(e.to_string()))
 }
 
 /// Verifies a secret against a stored PHC string. Argon2's comparison is constant-time.
@@ -32,7 +58,23 @@ pub fn verify(secret: &str, phc: &str) -> bool {
 // key, telling an attacker which API keys exist.
 pub fn dummy_hash() -> &'static str {
     static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DUMMY.get_or_init(|| hash(&uuid::Uuid::new_v4().to_string()))
+    DUMMY.get_or_init(|| {
+        let secret = uuid::Uuid::new_v4().to_string();
+        // Without randomness for a salt a fixed one serves: the dummy's secret is known to no
+        // one either way. Argon2 refusing its default parameters (which it does not) would leave
+        // unknown keys answered faster, never a secret accepted.
+        try_hash(&secret)
+            .or_else(|_| {
+                hash_salted(&secret, |salt| {
+                    salt.fill(0x5a);
+                    Ok(())
+                })
+            })
+            .unwrap_or_else(|e| {
+                log::error!("{e}: unknown API keys are refused without the cost of a hash");
+                String::new()
+            })
+    })
 }
 
 /// Runs a hash computation or verification off the async runtime, at most as many at once as the
@@ -67,12 +109,42 @@ mod tests {
 
     #[test]
     fn hash_verifies_only_the_right_secret() {
-        let h = hash("s3cret");
+        let h = try_hash("s3cret").unwrap();
         assert!(h.starts_with("$argon2id$"));
         assert!(verify("s3cret", &h));
         assert!(!verify("s3cre", &h));
         assert!(!verify("s3cret", "not a hash"));
-        assert_ne!(hash("s3cret"), h, "salts differ");
+        assert_ne!(try_hash("s3cret").unwrap(), h, "salts differ");
+        assert!(verify("x", &try_hash("x").unwrap()));
+    }
+
+    /// A failure to get a salt fails the hashing: no hash (empty or otherwise) comes out.
+    #[test]
+    fn no_salt_no_hash() {
+        let failed = hash_salted("s3cret", |_| Err(HashError("no randomness".into())));
+        assert_eq!(failed, Err(HashError("no randomness".into())));
+        assert_eq!(
+            failed.unwrap_err().to_string(),
+            "cannot hash a secret: no randomness"
+        );
+        // The salt is what `fill` gave.
+        let h = hash_salted("s3cret", |s| {
+            s.fill(7);
+            Ok(())
+        })
+        .unwrap();
+        assert!(h.contains("$BwcHBwcHBwcHBwcHBwcHBw$"), "{h}");
+        assert!(verify("s3cret", &h));
+    }
+
+    #[test]
+    fn the_dummy_hash_is_a_real_hash_of_the_same_cost() {
+        let dummy = PasswordHash::new(dummy_hash()).unwrap();
+        let fresh = try_hash("x").unwrap();
+        let fresh = PasswordHash::new(&fresh).unwrap();
+        assert_eq!(dummy.algorithm, fresh.algorithm);
+        assert_eq!(dummy.params, fresh.params);
+        assert!(!verify("", dummy_hash()));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

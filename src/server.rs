@@ -38,6 +38,7 @@ pub async fn run(
         .map_err(|e| format!("{}: {e}", config.data_dir.display()))?;
     // Held until this function returns: a second server or a restore on this directory refuses.
     let dir_lock = crate::datadir::lock(&config.data_dir).map_err(|e| e.to_string())?;
+    let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
     let acceptor = match &config.tls {
         TlsSource::Plain => {
             log::warn!("--plain-http: serving without TLS; use this only in a lab");
@@ -47,13 +48,15 @@ pub async fn run(
             Some(TlsAcceptor::from(crate::tls::server_config(cert, key)?))
         }
         TlsSource::SelfSigned => {
-            let (cert, key) = crate::tls::ensure_self_signed(&config.data_dir)?;
+            let names = crate::tls::CertNames::for_listener(local_addr);
+            let (cert, key) = crate::tls::ensure_self_signed(&config.data_dir, &names)?;
             Some(TlsAcceptor::from(crate::tls::server_config(&cert, &key)?))
         }
     };
     let scheme = if acceptor.is_some() { "https" } else { "http" };
-    let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let url = format!("{scheme}://{local_addr}");
+    // The URL given out (ready line, demo credentials) names an address clients can use, never
+    // 0.0.0.0 or :: (see `netinfo::advertised`).
+    let url = format!("{scheme}://{}", crate::netinfo::advertised(local_addr));
 
     let db_path = config.db_path();
     let store = Store::open_sqlite(&db_path, crate::store::sqlite::Role::Server)
@@ -396,7 +399,7 @@ fn close_after(res: &mut Response<Body>, linger: &AtomicBool) {
     );
 }
 
-/// Handles one request: route, size rule, body, then the interface's handler.
+/// Handles one request: route, size rule, Host, body, then the interface's handler.
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
@@ -451,6 +454,19 @@ async fn handle(
     if head as u64 + declared > max as u64 {
         linger.store(true, Ordering::Relaxed);
         return too_large(iface, &tx_id);
+    }
+    // A malformed Host is refused at the same point as a request too large, before the body is
+    // read (and so, like a refusal by route, the connection closes after the answer when a body
+    // is on its way). Links are built only from a Host that passed here.
+    if let Err(e) = crate::host::request_host(req.headers()) {
+        let mut res = match iface {
+            Interface::Enforcement => EnfError::BadRequest(e.to_string()).into_response(),
+            Interface::Management => MgmtError::BadRequest(e.to_string()).into_response(&tx_id),
+        };
+        if carries_body(req.headers()) {
+            close_after(&mut res, &linger);
+        }
+        return res;
     }
     let (parts, body) = req.into_parts();
     let body = match read_body(body, max - head, state.limits.body_timeout).await {

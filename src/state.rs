@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use hyper::header::HOST;
 use hyper::{HeaderMap, Method};
 
 use crate::config::Limits;
@@ -37,20 +36,9 @@ impl AppState {
         if let Some(u) = &self.public_url {
             return u.clone();
         }
-        // SECURITY: only a plausible host[:port] is echoed into links; anything else is replaced
-        // by the listener's own address.
-        let host = headers
-            .get(HOST)
-            .and_then(|h| h.to_str().ok())
-            .filter(|h| {
-                !h.is_empty()
-                    && h.len() <= 261
-                    && h.bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
-            })
-            .map(str::to_string)
-            .unwrap_or_else(|| self.local_addr.to_string());
-        format!("{}://{}", self.scheme, host)
+        // SECURITY: only a Host that passes `host::parse` is echoed into links (the server has
+        // refused requests with any other); without one, the listener's own address stands in.
+        crate::host::base_url(self.scheme, headers, self.local_addr)
     }
 }
 

@@ -517,7 +517,8 @@ async fn the_connection_cap_holds_extra_clients_back() {
 #[tokio::test]
 async fn configured_certificate_files_are_used() {
     let certs = TempDir::new();
-    let (cert, key) = parasol::tls::ensure_self_signed(certs.path()).unwrap();
+    let names = parasol::tls::CertNames::for_listener(([127, 0, 0, 1], 0).into());
+    let (cert, key) = parasol::tls::ensure_self_signed(certs.path(), &names).unwrap();
     let (c2, k2) = (cert.clone(), key.clone());
     let s = TestServer::start_with(move |c| {
         c.tls = parasol::config::TlsSource::Files { cert: c2, key: k2 }

@@ -222,7 +222,7 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
         // the write transaction.
         let roles = role_ids(store).await.map_err(refusal)?;
         let (f, password) = user_input(&object(input), &roles).map_err(refusal)?;
-        let hash = crate::secrets::hash(&password);
+        let hash = crate::secrets::try_hash(&password).map_err(|e| e.to_string())?;
         let rec = store
             .create_user(a.org, f, hash, now())
             .await

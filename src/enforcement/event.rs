@@ -1,9 +1,12 @@
 //! The event validator: checks a POST /1.0/events body (one event object or an array of them)
 //! against the spec and decisions.md, and prepares each event for storage.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 use super::domain::{self, DomainError};
+use crate::json::{Duplicate, Step};
 
 /// Entries of an `errors` map past which only each bad element's first problem is listed: every
 /// bad element is still named (decisions.md), and a batch of thousands gets one entry each.
@@ -50,19 +53,20 @@ pub enum EventsError {
 }
 
 /// One problem of a refused body: a field of one element, named by the spelling the client sent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldError {
     /// The element's position in an array body; `None` for a body that is one event object.
     pub index: Option<u32>,
-    /// The field as sent; empty when the element itself is wrong (not an object).
-    pub field: &'static str,
+    /// The field as sent; empty when the element itself is wrong (not an object). A repeated
+    /// member inside a field's value is named by its path (`vendorExtra.hits[2].name`).
+    pub field: Cow<'static, str>,
     pub problem: &'static str,
 }
 
 /// Displays as the entry's key in the `errors` map: `dstDomain`, `[3].dstDomain` or `[3]`.
 impl std::fmt::Display for FieldError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.index, self.field) {
+        match (self.index, &*self.field) {
             (Some(i), "") => write!(f, "[{i}]"),
             (Some(i), field) => write!(f, "[{i}].{field}"),
             (None, field) => f.write_str(field),
@@ -118,15 +122,33 @@ pub fn validate_events(body: &[u8]) -> Result<(Vec<ValidEvent>, String), EventsE
 }
 
 /// The general validator: the whole body as a JSON tree, every problem named.
+///
+/// A JSON object anywhere in the body that holds the same member twice (compared as decoded) is
+/// a problem of the element it belongs to, named by the member's path within the element:
+/// `"dstDomain": "is duplicated"`, `"[3].vendorExtra.hits[0].name": "is duplicated"`, whether
+/// the member is a field of the spec, an unknown extra field, or inside one. An element with a
+/// repeated member is listed with those problems only (its fields would be judged on a value
+/// the client did not choose); the other elements are judged as usual, so that a refused batch
+/// still names every bad element. An element that is not an object is named as such only.
 fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
-    let value: Value = serde_json::from_slice(body)
+    let (value, duplicates) = crate::json::from_slice_noting_duplicates(body, MAX_ERRORS)
         .map_err(|e| EventsError::Malformed(format!("Malformed JSON: {e}")))?;
     let mut errors = Vec::new();
+    // Listed in the order their objects end: by element, since elements are read in turn.
+    let mut duplicates = duplicates.into_iter().peekable();
     let events = match value {
-        Value::Object(obj) => match validate_event(&obj, None, &mut errors) {
-            Some(ev) if errors.is_empty() => vec![ev],
-            _ => Vec::new(),
-        },
+        Value::Object(obj) => {
+            let dups: Vec<Duplicate> = duplicates.collect();
+            if dups.is_empty() {
+                match validate_event(&obj, None, &mut errors) {
+                    Some(ev) if errors.is_empty() => vec![ev],
+                    _ => Vec::new(),
+                }
+            } else {
+                name_duplicates(&mut ElementErrors::new(&mut errors, None), &dups, 0);
+                Vec::new()
+            }
+        }
         Value::Array(items) => {
             if items.is_empty() {
                 return Err(EventsError::Malformed("no events".into()));
@@ -135,7 +157,16 @@ fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
             for (i, item) in items.iter().enumerate() {
                 // A 1 MiB body holds fewer than 2^32 elements.
                 let index = Some(i as u32);
+                let mut dups = Vec::new();
+                while let Some(d) =
+                    duplicates.next_if(|d| d.path.first() == Some(&Step::Element(i)))
+                {
+                    dups.push(d);
+                }
                 match item {
+                    Value::Object(_) if !dups.is_empty() => {
+                        name_duplicates(&mut ElementErrors::new(&mut errors, index), &dups, 1);
+                    }
                     Value::Object(obj) => {
                         if let Some(ev) = validate_event(obj, index, &mut errors) {
                             out.push(ev);
@@ -159,6 +190,22 @@ fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
     }
 }
 
+/// Records `"<path>": "is duplicated"` for the repeated members of one element, their paths
+/// taken from step `skip` on (past the element's own position in an array body). Each name
+/// once: two paths can read alike (a member named `a.b` beside an object `a` with a member `b`).
+fn name_duplicates(errors: &mut ElementErrors, dups: &[Duplicate], skip: usize) {
+    let mut named: Vec<String> = Vec::with_capacity(dups.len());
+    for d in dups {
+        let mut name = String::new();
+        // Writing into a String cannot fail.
+        let _ = crate::json::write_path(&mut name, d.path.get(skip..).unwrap_or_default());
+        if !named.contains(&name) {
+            named.push(name.clone());
+            errors.push(name, "is duplicated");
+        }
+    }
+}
+
 /// The problems of one element, recorded into the body's list: all of them while the list is
 /// short, only the element's first once it holds `DETAILED_ERRORS` entries, none past
 /// `MAX_ERRORS`.
@@ -178,12 +225,12 @@ impl<'e> ElementErrors<'e> {
         }
     }
 
-    fn push(&mut self, field: &'static str, problem: &'static str) {
+    fn push(&mut self, field: impl Into<Cow<'static, str>>, problem: &'static str) {
         let n = self.errors.len();
         if n < DETAILED_ERRORS || (n == self.start && n < MAX_ERRORS) {
             self.errors.push(FieldError {
                 index: self.index,
-                field,
+                field: field.into(),
                 problem,
             });
         }
@@ -291,8 +338,9 @@ fn validate_event(
 /// spelling and the right types and pass every check. Such a body is read in one pass by a small
 /// scanner straight into borrowed fields (no JSON tree, no map, no copy of the text per event).
 /// Any doubt (an alternative spelling, a wrong type, a failed check, an escape in a string, a
-/// repeated field, a number with an exponent, deep nesting, anything unusual) answers `None` and
-/// the general validator decides, with its error messages. Both accept exactly the same bodies.
+/// repeated member at any depth, more members in one object than it keeps track of, a number
+/// with an exponent, deep nesting, anything unusual) answers `None` and the general validator
+/// decides, with its error messages. Both accept exactly the same bodies.
 mod fast {
     use super::ValidEvent;
     use crate::enforcement::domain;
@@ -314,6 +362,47 @@ mod fast {
     const DISABLE: usize = REQUIRED_FIELDS + super::OPTIONAL.len();
     /// Nesting of an unknown field's value beyond which the general validator decides.
     const MAX_DEPTH: u32 = 16;
+    /// Members of one object (unknown fields of an event, or members of an object inside one)
+    /// that the fast path compares for repeats, on the stack; an object with more is left to
+    /// the general validator. Clients send a few extra fields at most.
+    pub(super) const MAX_MEMBERS: usize = 16;
+
+    /// The members of one object seen so far (up to `MAX_MEMBERS`), as byte ranges of the text
+    /// (a table of zeros to start with, cheaper to set up than one of string slices).
+    struct Members {
+        keys: [(u32, u32); MAX_MEMBERS],
+        n: usize,
+    }
+
+    impl Members {
+        #[inline(always)]
+        fn new() -> Members {
+            Members {
+                keys: [(0, 0); MAX_MEMBERS],
+                n: 0,
+            }
+        }
+
+        /// Records key `k` (a slice of `text`); `None` (the general validator decides) if it
+        /// is one seen before or there is no room to tell. Keys here hold no escapes, so equal
+        /// text is the same member.
+        #[inline(always)]
+        fn add(&mut self, text: &str, k: &str) -> Option<()> {
+            if self.n == MAX_MEMBERS {
+                return None;
+            }
+            for &(a, b) in &self.keys[..self.n] {
+                if text.get(a as usize..b as usize) == Some(k) {
+                    return None;
+                }
+            }
+            // `k` lies inside `text` (a body of at most a few MiB: offsets fit in 32 bits).
+            let start = k.as_ptr() as usize - text.as_ptr() as usize;
+            self.keys[self.n] = (start as u32, (start + k.len()) as u32);
+            self.n += 1;
+            Some(())
+        }
+    }
 
     /// What a key means to the fast path.
     #[derive(Debug, PartialEq)]
@@ -485,9 +574,11 @@ mod fast {
                         self.i += 1;
                         return Some(());
                     }
+                    let mut members = Members::new();
                     loop {
                         if open == b'{' {
-                            self.string()?;
+                            let k = self.string()?;
+                            members.add(self.text, k)?;
                             self.eat(b':')?;
                         }
                         self.skip_value(depth + 1)?;
@@ -505,11 +596,23 @@ mod fast {
             }
         }
 
+        /// An unknown field of an event: its key recorded (a repeat is the general validator's
+        /// to name), its value passed over. Kept out of line: the common event has none, and
+        /// the loop over its fields stays as small as before.
+        #[cold]
+        #[inline(never)]
+        fn unknown_field(&mut self, seen: &mut Option<Members>, k: &'a str) -> Option<()> {
+            seen.get_or_insert_with(Members::new).add(self.text, k)?;
+            self.skip_value(0)
+        }
+
         /// One event object, checked.
         fn event(&mut self) -> Option<ValidEvent> {
             self.eat(b'{')?;
             let mut fields: [Option<&'a str>; DISABLE] = [None; DISABLE];
             let mut seen = 0u32;
+            // Made on the first unknown field: most events have none.
+            let mut unknown: Option<Members> = None;
             let mut disable = false;
             loop {
                 let k = self.string()?;
@@ -537,7 +640,7 @@ mod fast {
                         };
                     }
                     Key::Alt => return None,
-                    Key::Unknown => self.skip_value(0)?,
+                    Key::Unknown => self.unknown_field(&mut unknown, k)?,
                 }
                 match self.peek()? {
                     b',' => self.i += 1,
@@ -714,7 +817,6 @@ mod tests {
         let cases = [
             // Accepted by the general validator.
             (base.replace("http://", "http:\\/\\/"), true),
-            (with("\"dstDomain\":\"other.example\""), true),
             (with("\"v\\u00e9ndor\":1"), true),
             (with("\"vendorExtra\":1e5"), true),
             (with("\"vendorExtra\":12345678901234567890123"), true),
@@ -723,6 +825,9 @@ mod tests {
             (with("\"vendorExtra\":\"tab\\there\""), true),
             (with("\"dstIP\":\"192.0.2.1\""), true),
             // Refused by it.
+            (with("\"dstDomain\":\"other.example\""), false),
+            (with("\"vendorExtra\":1,\"vendorExtra\":1"), false),
+            (with("\"vendorExtra\":{\"a\":[],\"a\":[]}"), false),
             (with("\"vendorExtra\":1e400"), false),
             (with("\"vendorExtra\":01"), false),
             (with("\"vendorExtra\":-"), false),
@@ -754,6 +859,95 @@ mod tests {
             base
         );
         assert!(agree(&spaced));
+    }
+
+    /// decisions.md: an object with the same member twice is a 400 naming the member, keyed like
+    /// the other field errors; any object of the body counts, nested ones too.
+    #[test]
+    fn repeated_members_are_named() {
+        let base = good().to_string();
+        let with = |extra: &str| format!("{{{extra},{}", &base[1..]);
+        let cases = [
+            (with("\"dstDomain\":\"b.example\""), "dstDomain"),
+            (with("\"dstDomain\":null"), "dstDomain"),
+            (with("\"v\":1,\"v\":[1]"), "v"),
+            (with("\"v\":1,\"\\u0076\":1"), "v"),
+            (with("\"v\":{\"a\":1,\"b\":{\"c\":1,\"c\":1}}"), "v.b.c"),
+            (with("\"v\":[0,{\"a\":1,\"a\":2}]"), "v[1].a"),
+            (with("\"src\":\"a\",\"src\":null"), "src"),
+            (
+                format!(
+                    "{{\"disableDstSafeguards\":true,{}",
+                    &with("\"disableDstSafeguards\":false")[1..]
+                ),
+                "disableDstSafeguards",
+            ),
+        ];
+        for (body, name) in &cases {
+            assert!(!agree(body), "the fast path took {body}");
+            match validate_body(body.as_bytes()) {
+                Err(EventsError::Fields(f)) => {
+                    let got: Vec<(String, &str)> =
+                        f.iter().map(|e| (e.to_string(), e.problem)).collect();
+                    assert_eq!(got, [(name.to_string(), "is duplicated")], "{body}");
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        // In a batch: each element named, the others judged as usual.
+        let mut bad = good();
+        bad["dstDomain"] = json!("not a domain");
+        let body = format!(
+            "[{},{},{},{}]",
+            base,
+            cases[0].0,
+            bad,
+            with("\"x\":{\"y\":1,\"y\":2,\"y\":3,\"z\":0,\"z\":0}")
+        );
+        assert!(!agree(&body));
+        let Err(EventsError::Fields(f)) = validate_body(body.as_bytes()) else {
+            panic!("refused with field errors")
+        };
+        let got: Vec<String> = f.iter().map(|e| format!("{e}={}", e.problem)).collect();
+        assert_eq!(
+            got,
+            [
+                "[1].dstDomain=is duplicated",
+                "[2].dstDomain=is invalid",
+                "[3].x.y=is duplicated",
+                "[3].x.z=is duplicated"
+            ]
+        );
+        // Inside an element that is not an object, only that is said.
+        let body = format!("[{base},[{{\"a\":1,\"a\":1}}]]");
+        assert_eq!(
+            errors_of(&serde_json::from_str(&body.replace("\"a\":1,", "\"b\":1,")).unwrap()),
+            [("[1]".to_string(), "must be an object".to_string())]
+        );
+        let Err(EventsError::Fields(f)) = validate_body(body.as_bytes()) else {
+            panic!("refused with field errors")
+        };
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].to_string(), "[1]");
+        // Two different members are not a repeat, however alike.
+        assert!(agree(&with("\"v\":1,\"V\":1,\"v2\":{\"v\":1}")));
+    }
+
+    /// Unknown members past what the fast path tracks go to the general validator, which
+    /// accepts them when none repeats.
+    #[test]
+    fn many_unknown_members_are_left_to_the_general_validator() {
+        let base = good().to_string();
+        let members = |n: usize| (0..n).map(|i| format!("\"x{i}\":{i},")).collect::<String>();
+        let body = format!("{{{}{}", members(fast::MAX_MEMBERS), &base[1..]);
+        assert!(agree(&body), "a full table is still the fast path's");
+        let body = format!("{{{}{}", members(fast::MAX_MEMBERS + 1), &base[1..]);
+        assert!(!agree(&body));
+        assert!(validate_body(body.as_bytes()).is_ok());
+        let nested = format!("{{{}\"n\":1}}", members(fast::MAX_MEMBERS));
+        let body = format!("{{\"v\":{nested},{}", &base[1..]);
+        assert!(!agree(&body));
+        assert!(validate_body(body.as_bytes()).is_ok());
     }
 
     /// The fast path's keys are the general validator's fields, in the same slots.
@@ -1015,6 +1209,45 @@ mod tests {
                 }
             }
             agree(&body);
+        }
+
+        /// Extra members, some repeated, some nested: both paths agree, and the body is refused
+        /// exactly when an object holds a member twice.
+        #[test]
+        fn repeats_are_refused_by_both_paths(
+            extras in proptest::collection::vec(
+                (prop::sample::select(&["a", "b", "c", "dstDomain", "src"][..]),
+                 proptest::option::of(proptest::collection::vec(
+                     prop::sample::select(&["p", "q", "r"][..]), 0..4))),
+                0..5,
+            ),
+        ) {
+            let base = good().to_string();
+            let mut text = String::from("{");
+            let mut top: Vec<&str> = REQUIRED.iter().map(|(n, _)| *n).collect();
+            let mut repeated = false;
+            for (name, inner) in &extras {
+                repeated |= top.contains(name);
+                top.push(name);
+                let value = match inner {
+                    None => if *name == "src" { "\"h\"".to_string() } else { "1".to_string() },
+                    Some(keys) => {
+                        let mut seen = Vec::new();
+                        for k in keys {
+                            repeated |= seen.contains(k);
+                            seen.push(*k);
+                        }
+                        format!("{{{}}}", keys.iter().map(|k| format!("\"{k}\":0")).collect::<Vec<_>>().join(","))
+                    }
+                };
+                text.push_str(&format!("\"{name}\":{value},"));
+            }
+            text.push_str(&base[1..]);
+            agree(&text);
+            let result = validate_body(text.as_bytes());
+            let dup_named = matches!(&result, Err(EventsError::Fields(f))
+                if f.iter().any(|e| e.problem == "is duplicated"));
+            prop_assert_eq!(dup_named, repeated, "{}", text);
         }
 
         #[test]

@@ -69,15 +69,20 @@ pub fn require_json(ctx: &RequestCtx) -> Result<(), MgmtError> {
     }
 }
 
-/// Checks the Content-Type and parses the body as a JSON object.
+/// Checks the Content-Type and parses the body as a JSON object. An object anywhere in the body
+/// that holds a member twice is refused, naming the member by its path (`name is duplicated`,
+/// `settings.domains is duplicated`): which of the two values was meant cannot be told.
 pub fn object_body(ctx: &RequestCtx, body: &Bytes) -> Result<Map<String, Value>, MgmtError> {
     require_json(ctx)?;
-    match serde_json::from_slice::<Value>(body) {
+    match crate::json::from_slice(body) {
         Ok(Value::Object(m)) => Ok(m),
         Ok(_) => Err(MgmtError::BadRequest(
             "request body must be a JSON object".into(),
         )),
-        Err(e) => Err(MgmtError::BadRequest(format!(
+        Err(crate::json::Error::Duplicate(d)) => {
+            Err(MgmtError::BadRequest(format!("{d} is duplicated")))
+        }
+        Err(crate::json::Error::Syntax(e)) => Err(MgmtError::BadRequest(format!(
             "request body is not valid JSON: {e}"
         ))),
     }

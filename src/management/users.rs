@@ -39,9 +39,13 @@ pub async fn handle(
             let (f, password) = user_input(&m, &role_ids(store).await?)?;
             // SECURITY: argon2 is slow and memory-hungry on purpose; the bounded executor keeps a
             // burst of creates from running more hashes at once than there are cores.
-            let hash = crate::secrets::run_limited(move || crate::secrets::hash(&password))
+            let hash = crate::secrets::run_limited(move || crate::secrets::try_hash(&password))
                 .await
-                .ok_or(MgmtError::Internal)?;
+                .ok_or(MgmtError::Internal)?
+                .map_err(|e| {
+                    log::error!("cannot hash a password: {e}");
+                    MgmtError::Internal
+                })?;
             Ok(ok(&store.create_user(org, f, hash, now()).await?))
         }
         Delete(id) => Ok(ok(&store.delete_user(org, id).await?)),

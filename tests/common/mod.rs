@@ -433,7 +433,13 @@ impl ChildServer {
             }
         };
         let hostport = url.split("://").nth(1).unwrap();
-        let addr: SocketAddr = hostport.parse().unwrap();
+        // An address, or (for a server listening on every address) the host name.
+        let addr: SocketAddr = hostport.parse().unwrap_or_else(|_| {
+            std::net::ToSocketAddrs::to_socket_addrs(hostport)
+                .ok()
+                .and_then(|mut a| a.next())
+                .unwrap_or_else(|| panic!("the ready line's {hostport} does not resolve"))
+        });
         let cert = dir.join("tls/cert.pem");
         let client = Client::new(addr, url.starts_with("https").then_some(cert.as_path()));
         ChildServer {
