@@ -156,21 +156,22 @@ impl Reputation {
     /// Reads and parses the given files, a line at a time (a million-line file is never held in
     /// memory whole). The error names the file and line.
     pub fn load(reputation: Option<&Path>, known_good: Option<&Path>) -> Result<Self, String> {
-        let open = |p: &Path| {
-            let f = std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        // Errors name the flag that gave the file, so an operator knows which one to fix.
+        let open = |flag: &str, p: &Path| {
+            let f = std::fs::File::open(p).map_err(|e| format!("{flag} {}: {e}", p.display()))?;
             let size = f.metadata().map_or(0, |m| m.len() as usize);
             Ok::<_, String>((std::io::BufReader::with_capacity(64 * 1024, f), size))
         };
         let mut rep = Reputation::default();
         if let Some(p) = reputation {
-            let (r, size) = open(p)?;
+            let (r, size) = open("--reputation", p)?;
             rep.scores = parse_lines(r, size, reputation_line)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+                .map_err(|e| format!("--reputation {}: {e}", p.display()))?;
         }
         if let Some(p) = known_good {
-            let (r, size) = open(p)?;
+            let (r, size) = open("--known-good", p)?;
             rep.known_good = parse_lines(r, size, known_good_line)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+                .map_err(|e| format!("--known-good {}: {e}", p.display()))?;
         }
         Ok(rep)
     }

@@ -22,7 +22,7 @@ use crate::store::{Store, StoreError};
 #[derive(FromArgs, Debug)]
 pub struct Cli {
     /// print the version and exit
-    #[argh(switch)]
+    #[argh(switch, short = 'V')]
     pub version: bool,
     #[argh(subcommand)]
     pub command: Option<Command>,
@@ -59,8 +59,7 @@ pub(crate) fn default_data_dir() -> PathBuf {
 /// Runs the parsed command line; returns the process exit status.
 pub fn main(cli: Cli) -> i32 {
     if cli.version {
-        println!("parasol {}", env!("CARGO_PKG_VERSION"));
-        return 0;
+        return print_text(&format!("parasol {}", env!("CARGO_PKG_VERSION")));
     }
     let Some(command) = cli.command else {
         eprintln!(
@@ -95,12 +94,25 @@ pub fn main(cli: Cli) -> i32 {
 /// Prints a command's JSON result, or its error as JSON on standard error.
 pub(crate) fn print_result(result: Result<Value, String>) -> i32 {
     match result {
-        Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            0
-        }
+        Ok(v) => print_text(&serde_json::to_string_pretty(&v).unwrap_or_default()),
         Err(e) => {
             eprintln!("{}", json!({ "error": e }));
+            1
+        }
+    }
+}
+
+/// Writes `text` and a newline to standard output; the exit status. A reader that went away
+/// (`parasol credential list | head -1`) ends the command quietly with status 0, as other Unix
+/// tools do, instead of an error (Rust ignores SIGPIPE, so the write fails with EPIPE).
+pub(crate) fn print_text(text: &str) -> i32 {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("{}", json!({ "error": format!("standard output: {e}") }));
             1
         }
     }

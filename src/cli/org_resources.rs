@@ -205,7 +205,14 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
                 .lock()
                 .read_line(&mut line)
                 .map_err(|e| format!("standard input: {e}"))?;
-            line.trim_end_matches(['\n', '\r']).to_string()
+            let password = line.trim_end_matches(['\n', '\r']);
+            if password.is_empty() {
+                return Err(
+                    "--password-stdin: standard input gave no password (an empty first line)"
+                        .into(),
+                );
+            }
+            password.to_string()
         }
         (None, false) => return Err("--password or --password-stdin is required".into()),
     };
