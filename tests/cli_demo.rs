@@ -1,4 +1,6 @@
 //! The operators' command line (JSON output) and the `--demo` world.
+// Tests fail by panicking: they unwrap freely.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

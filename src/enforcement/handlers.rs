@@ -17,7 +17,7 @@ use super::event::{validate_events, EventsError};
 use super::page_cache::CachedPage;
 
 /// Default and largest page size of GET /1.0/domains.
-pub const PAGE_SIZE: u64 = 200;
+pub const MAX_PAGE_LIMIT: u64 = 200;
 
 /// A request with this many events frees its memory back to the system once answered.
 const LARGE_BATCH: usize = 256;
@@ -230,9 +230,9 @@ fn paging(ctx: &RequestCtx) -> Result<(u64, u64), EnfError> {
         },
     };
     let limit = match ctx.query.get("limit") {
-        None => PAGE_SIZE,
+        None => MAX_PAGE_LIMIT,
         Some(l) => match l.parse::<i64>() {
-            Ok(n) if n > PAGE_SIZE as i64 => {
+            Ok(n) if n > MAX_PAGE_LIMIT as i64 => {
                 return Err(EnfError::BadRequest(
                     "Limit must be a number less than or equal to 200".into(),
                 ))
