@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::tenants::to_flag_message;
@@ -18,21 +18,21 @@ use crate::store::SITE_NOT_OF_ORGANIZATION;
 use crate::timefmt::now;
 
 /// Networks (egress addresses) of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "network")]
 pub struct NetworkCmd {
     #[argh(subcommand)]
     pub action: NetworkAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum NetworkAction {
     Register(NetworkRegister),
 }
 
 /// Register a network; prints its record (originId is the networkId).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct NetworkRegister {
     /// data directory (default ./parasol-data)
@@ -62,21 +62,21 @@ pub struct NetworkRegister {
 }
 
 /// Roaming computers of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "roaming")]
 pub struct RoamingCmd {
     #[argh(subcommand)]
     pub action: RoamingAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum RoamingAction {
     Register(RoamingRegister),
 }
 
 /// Register a roaming computer; prints its record.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct RoamingRegister {
     /// data directory (default ./parasol-data)
@@ -121,14 +121,14 @@ pub struct RoamingRegister {
 }
 
 /// Virtual appliances of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "va")]
 pub struct VaCmd {
     #[argh(subcommand)]
     pub action: VaAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum VaAction {
     Register(VaRegister),
@@ -136,7 +136,7 @@ pub enum VaAction {
 
 /// Register a virtual appliance on a site; prints its record (originId is the
 /// virtualApplianceId).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct VaRegister {
     /// data directory (default ./parasol-data)

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use super::{default_data_dir, no, store_err, with_store};
@@ -12,14 +12,14 @@ use crate::enforcement::domain::normalize;
 use crate::timefmt::now;
 
 /// A customer's allow list (wins over the domain list when blocking).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "allow")]
 pub struct AllowCmd {
     #[argh(subcommand)]
     pub action: AllowAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum AllowAction {
     Add(AllowEdit),
@@ -28,7 +28,7 @@ pub enum AllowAction {
 }
 
 /// Add a name (and everything below it) to the allow list.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "add")]
 pub struct AllowEdit {
     /// data directory (default ./parasol-data)
@@ -43,7 +43,7 @@ pub struct AllowEdit {
 }
 
 /// Remove a name from the allow list.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "remove")]
 pub struct AllowRemove {
     /// data directory (default ./parasol-data)
@@ -58,7 +58,7 @@ pub struct AllowRemove {
 }
 
 /// List the allow list.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct AllowList {
     /// data directory (default ./parasol-data)
@@ -70,14 +70,14 @@ pub struct AllowList {
 }
 
 /// A customer's effective block list (domain list minus allow list).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "blocklist")]
 pub struct BlocklistCmd {
     #[argh(subcommand)]
     pub action: BlocklistAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum BlocklistAction {
     Export(Export),
@@ -86,7 +86,7 @@ pub enum BlocklistAction {
 
 /// Export the effective block list: `plain` (one name a line), `hosts` (0.0.0.0 name) or `rpz`
 /// (a response-policy zone blocking each name and its subdomains, with allow-list exceptions).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "export")]
 pub struct Export {
     /// data directory (default ./parasol-data)
@@ -105,7 +105,7 @@ pub struct Export {
 }
 
 /// Tell whether a name is blocked for the organization, and by which entries.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "check")]
 pub struct Check {
     /// data directory (default ./parasol-data)

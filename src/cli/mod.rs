@@ -3,6 +3,7 @@
 //! and exits with status 1.
 
 mod backup;
+mod completions;
 mod devices;
 mod init;
 mod lists;
@@ -12,14 +13,14 @@ mod tenants;
 
 use std::path::{Path, PathBuf};
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use crate::store::sqlite::Role;
 use crate::store::{Store, StoreError};
 
 /// Parasol: on-premises enforcement and management interfaces of a DNS-security service.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 pub struct Cli {
     /// print the version and exit
     #[argh(switch, short = 'V')]
@@ -28,11 +29,12 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum Command {
     Serve(serve::ServeArgs),
     Init(init::InitCmd),
+    Completions(completions::CompletionsCmd),
     Provider(tenants::ProviderCmd),
     Msp(tenants::MspCmd),
     Org(tenants::OrgCmd),
@@ -70,6 +72,12 @@ pub fn main(cli: Cli) -> i32 {
     };
     let result = match command {
         Command::Serve(args) => return serve::run(args),
+        Command::Completions(c) => {
+            return match completions::script(&c) {
+                Ok(s) => print_text(s.trim_end()),
+                Err(e) => print_result(Err(e)),
+            }
+        }
         Command::Init(c) => init::init(c),
         Command::Provider(c) => tenants::provider(c),
         Command::Msp(c) => tenants::msp(c),

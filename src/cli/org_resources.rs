@@ -5,7 +5,7 @@
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::tenants::to_flag_message;
@@ -43,21 +43,21 @@ fn object(v: Value) -> Map<String, Value> {
 }
 
 /// Sites of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "site")]
 pub struct SiteCmd {
     #[argh(subcommand)]
     pub action: SiteAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum SiteAction {
     Create(SiteCreate),
 }
 
 /// Create a site; prints it as the management interface shows it.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct SiteCreate {
     /// data directory (default ./parasol-data)
@@ -84,21 +84,21 @@ pub fn site(cmd: SiteCmd) -> Result<Value, String> {
 }
 
 /// Internal networks of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "internal-network")]
 pub struct InternalNetworkCmd {
     #[argh(subcommand)]
     pub action: InternalNetworkAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum InternalNetworkAction {
     Create(InternalNetworkCreate),
 }
 
 /// Create an internal network; prints it as the management interface shows it.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct InternalNetworkCreate {
     /// data directory (default ./parasol-data)
@@ -148,21 +148,21 @@ pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
 }
 
 /// Users of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "user")]
 pub struct UserCmd {
     #[argh(subcommand)]
     pub action: UserAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum UserAction {
     Create(UserCreate),
 }
 
 /// Create a user; prints it as the management interface shows it (never the password).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct UserCreate {
     /// data directory (default ./parasol-data)
@@ -239,21 +239,21 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
 }
 
 /// Subscribable packages (the `packageId` of providers and customers).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "package")]
 pub struct PackageCmd {
     #[argh(subcommand)]
     pub action: PackageAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum PackageAction {
     List(PackageList),
 }
 
 /// List the packages with their ids.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct PackageList {
     /// data directory (default ./parasol-data)

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 
 use crate::config::{ServerConfig, TlsSource};
 
 /// Run the server.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "serve")]
 pub struct ServeArgs {
     /// data directory: database, self-signed certificate, demo credentials; locked while
