@@ -1,5 +1,5 @@
 //! `parasol-bench`: the benchmark harness, a program of its own beside the product (see `run` and
-//! the README's Benchmark section). It starts the `parasol` binary found next to itself (or
+//! bench/README.md, which gives its method). It starts the `parasol` binary found next to itself (or
 //! `--server-binary`) as the server, and itself with `--serve-hello` as the hello baseline.
 
 mod baseline;

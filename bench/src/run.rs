@@ -872,13 +872,18 @@ fn run_in(
             single_source(22, true),
         );
         if let Some(r) = m.rows.last_mut() {
+            // The target: within 10 ms of what this machine's scheduling alone does to the tail
+            // of a server with nothing to do, the hello server's own open loop at 80% of its
+            // maximum in the same run.
             let p99 = open.pct_ms(0.99);
-            let (shown, met) = against(p99, if p99 < 10.0 { 2 } else { 1 }, |ms| ms < 20.0);
+            let hello_p99 = hello_open.pct_ms(0.99);
+            let (shown, met) = against(p99 - hello_p99, 1, |ms| ms <= 10.0);
             r.target = format!(
-                "p99 {shown} ms (< 20 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
+                "p99 {} ms, {shown} ms above hello's own at 80% ({} ms) (<= 10 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); disk fsync p99 {} ms",
+                fmt_ms(p99),
+                fmt_ms(hello_p99),
                 fmt_spells(&open),
                 fmt_ms(open.late_pct_ms(0.99)),
-                fmt_ms(hello_open.pct_ms(0.99)),
                 fmt_ms(fsync.pct_ms(0.99))
             );
         }
