@@ -361,6 +361,15 @@ impl Sqlite {
         })
     }
 
+    /// One of the `MAX_READERS` slots a read takes while it runs.
+    async fn read_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        self.inner
+            .read_slots
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Closed)
+    }
+
     /// Runs `f` on a read connection in one read transaction (a consistent snapshot), off the
     /// async runtime.
     async fn read<T, F>(&self, f: F) -> Result<T>
@@ -368,12 +377,7 @@ impl Sqlite {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let _slot = self
-            .inner
-            .read_slots
-            .acquire()
-            .await
-            .map_err(|_| StoreError::Closed)?;
+        let _slot = self.read_slot().await?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.read_now(Wait::Read, f))
             .await
@@ -392,12 +396,7 @@ impl Sqlite {
         F: Fn(&Connection) -> Result<T> + Send + 'static,
     {
         let here = {
-            let _slot = self
-                .inner
-                .read_slots
-                .acquire()
-                .await
-                .map_err(|_| StoreError::Closed)?;
+            let _slot = self.read_slot().await?;
             self.inner.read_now(Wait::Never, &f)
         };
         match here {
