@@ -65,6 +65,11 @@ pub struct ServerConfig {
     /// Enforce the cloud's published rate limits per customer key.
     pub cloud_limits: bool,
     pub limits: Limits,
+    /// Which requests get an access log line.
+    pub access_log: crate::access::AccessLog,
+    /// Serve `/metrics` (and the health paths) on this address, over plain HTTP, instead of on
+    /// the main listener.
+    pub metrics_listen: Option<String>,
 }
 
 impl ServerConfig {
@@ -79,6 +84,8 @@ impl ServerConfig {
             demo: false,
             cloud_limits: false,
             limits: Limits::default(),
+            access_log: crate::access::AccessLog::All,
+            metrics_listen: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! Parasol: an on-premises server for the enforcement (`/1.0/`) and management (`/v1/`)
 //! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
 
+pub mod access;
 pub mod bulk;
 pub mod cli;
 pub mod config;
@@ -13,7 +14,9 @@ pub mod http;
 pub mod ids;
 pub mod json;
 pub mod management;
+pub mod metrics;
 pub mod netinfo;
+pub mod own;
 pub mod ratelimit;
 pub mod reputation;
 pub mod router;

@@ -1,6 +1,7 @@
 //! The router: (method, path) -> a typed endpoint, with no I/O. Paths under `/1.0/` belong to the
-//! enforcement interface, paths under `/v1/` to the management interface; anything else is a 404
-//! in the enforcement error shape.
+//! enforcement interface, paths under `/v1/` to the management interface; Parasol's own paths
+//! (`/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`) answer errors in the enforcement shape,
+//! and so does anything else, with a 404.
 
 use hyper::Method;
 
@@ -18,6 +19,22 @@ pub enum Interface {
 pub enum Route {
     Enf(EnfEndpoint),
     Mgmt(MgmtEndpoint),
+    /// Parasol's own paths, outside both interfaces (no authentication).
+    Own(OwnEndpoint),
+}
+
+/// Parasol's own paths (decisions.md), for operators and integrators: health, readiness,
+/// metrics and the OpenAPI document. Each has GET only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnEndpoint {
+    /// `GET /healthz`: the process answers.
+    Healthz,
+    /// `GET /readyz`: the store takes writes.
+    Readyz,
+    /// `GET /metrics`: the Prometheus text format.
+    Metrics,
+    /// `GET /openapi.yaml`: the OpenAPI document of both interfaces.
+    OpenApi,
 }
 
 /// Endpoints of the enforcement interface.
@@ -139,6 +156,16 @@ pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
     match segs.split_first() {
         Some((&"1.0", tail)) => enforcement(method, tail).map(Route::Enf),
         Some((&"v1", tail)) => management(method, tail).map(Route::Mgmt),
+        Some((own, [])) => {
+            let ep = match *own {
+                "healthz" => OwnEndpoint::Healthz,
+                "readyz" => OwnEndpoint::Readyz,
+                "metrics" => OwnEndpoint::Metrics,
+                "openapi.yaml" => OwnEndpoint::OpenApi,
+                _ => return Err(RouteError::NotFound(Interface::Enforcement)),
+            };
+            pick(Interface::Enforcement, method, "GET", [(Method::GET, ep)]).map(Route::Own)
+        }
         _ => Err(RouteError::NotFound(Interface::Enforcement)),
     }
 }
@@ -352,6 +379,12 @@ impl Route {
                 }
             },
             Route::Mgmt(m) => m.template(),
+            Route::Own(o) => match o {
+                OwnEndpoint::Healthz => "/healthz",
+                OwnEndpoint::Readyz => "/readyz",
+                OwnEndpoint::Metrics => "/metrics",
+                OwnEndpoint::OpenApi => "/openapi.yaml",
+            },
         }
     }
 }
@@ -459,13 +492,15 @@ impl Route {
                 OrgEndpoint::Users(ReadCreateDelete::Delete(_)) => Method::DELETE,
                 OrgEndpoint::Roles => Method::GET,
             },
+            Route::Own(_) => Method::GET,
         }
     }
 
     /// A number for each kind of route (each leaf of the endpoint types), from 0 to
     /// `ROUTE_KINDS - 1`. The match is exhaustive, so a new kind of endpoint does not compile
-    /// until it has a number here, and a test then wants it in `Route::every`.
-    fn kind(&self) -> usize {
+    /// until it has a number here, and a test then wants it in `Route::every`. The metrics keep
+    /// their per-route counters in an array indexed by it.
+    pub fn kind(&self) -> usize {
         use EnfEndpoint::*;
         use MgmtEndpoint::*;
         use OrgEndpoint::*;
@@ -494,6 +529,21 @@ impl Route {
                 Users(ReadCreateDelete::Delete(_)) => 40,
                 Roles => 41,
             },
+            Route::Own(o) => match o {
+                OwnEndpoint::Healthz => 42,
+                OwnEndpoint::Readyz => 43,
+                OwnEndpoint::Metrics => 44,
+                OwnEndpoint::OpenApi => 45,
+            },
+        }
+    }
+
+    /// The interface a route belongs to, as metrics and the access log name it.
+    pub fn interface_name(&self) -> &'static str {
+        match self {
+            Route::Enf(_) => "enforcement",
+            Route::Mgmt(_) => "management",
+            Route::Own(_) => "parasol",
         }
     }
 
@@ -564,14 +614,21 @@ impl Route {
             out.push(org(OrgEndpoint::Users(e)));
         }
         out.push(org(OrgEndpoint::Roles));
+        for o in [
+            OwnEndpoint::Healthz,
+            OwnEndpoint::Readyz,
+            OwnEndpoint::Metrics,
+            OwnEndpoint::OpenApi,
+        ] {
+            out.push(Route::Own(o));
+        }
         out.sort_by_key(Route::kind);
         out
     }
 }
 
 /// How many kinds of route there are (see `Route::kind`).
-#[cfg(test)]
-const ROUTE_KINDS: usize = 42;
+pub const ROUTE_KINDS: usize = 46;
 
 /// Every route the server answers: its method and path template, as the OpenAPI document lists
 /// them (routes that differ only in how they read a parameter share a template).
@@ -706,6 +763,25 @@ mod tests {
     }
 
     #[test]
+    fn parasols_own_paths_take_get_and_answer_errors_in_the_enforcement_shape() {
+        for (p, ep) in [
+            ("/healthz", OwnEndpoint::Healthz),
+            ("/readyz/", OwnEndpoint::Readyz),
+            ("/metrics", OwnEndpoint::Metrics),
+            ("/openapi.yaml", OwnEndpoint::OpenApi),
+        ] {
+            assert_eq!(r(Method::GET, p), Ok(Route::Own(ep)), "{p}");
+            assert_eq!(
+                r(Method::POST, p),
+                Err(RouteError::MethodNotAllowed(Interface::Enforcement, "GET"))
+            );
+        }
+        for p in ["/healthz/x", "/openapi.json", "/1.0/healthz", "/v1/metrics"] {
+            assert!(r(Method::GET, p).is_err(), "{p}");
+        }
+    }
+
+    #[test]
     fn management_routes_are_nested_by_tenant() {
         use MgmtEndpoint::*;
         let cases: Vec<(Method, &str, MgmtEndpoint)> = vec![
@@ -807,7 +883,7 @@ mod tests {
         for r in &every {
             assert_eq!(route(&r.method(), &path_of(r)).as_ref(), Ok(r), "{r:?}");
         }
-        assert_eq!(routes().len(), 41, "one template for two kinds of delete");
+        assert_eq!(routes().len(), 45, "one template for two kinds of delete");
     }
 
     #[test]

@@ -1,10 +1,14 @@
 //! The listener: TLS accept inside each connection's task, the hyper HTTP/1.1 connection loop,
-//! connection limits and timeouts, the request-size rule, SIGHUP reloads and graceful shutdown.
+//! connection limits and timeouts, the request-size rule, SIGHUP reloads and graceful shutdown;
+//! every answer's `X-Request-Id`, its metrics and its access log line; and the optional plain
+//! HTTP listener of `--metrics-listen`.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -21,8 +25,10 @@ use tokio_rustls::TlsAcceptor;
 use crate::config::{ServerConfig, TlsSource};
 use crate::error::{EnfError, MgmtError};
 use crate::http::{Body, Query};
+use crate::ids::{RequestId, X_REQUEST_ID};
+use crate::metrics::{ConnRefusal, RouteSlot, UNMATCHED};
 use crate::reputation::ReputationHandle;
-use crate::router::{self, Interface, Route, RouteError};
+use crate::router::{self, Interface, OwnEndpoint, Route, RouteError};
 use crate::state::{AppState, RequestCtx};
 use crate::store::{Store, StoreError};
 use crate::transport::Transport;
@@ -70,6 +76,16 @@ pub async fn run(
             );
         }
     }
+    // Bound before anything is served, so that a wrong address stops the start.
+    let metrics_listener = match &config.metrics_listen {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("cannot listen on {addr} (--metrics-listen): {e}"))?;
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            Some(tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
     let reputation = ReputationHandle::open(config.reputation.clone(), config.known_good.clone())?;
     let (scores, good) = reputation.get().counts();
     log::info!("reputation data: {scores} scored domains, {good} known-good domains");
@@ -87,6 +103,9 @@ pub async fn run(
         rate: crate::ratelimit::RateLimiter::new(config.cloud_limits),
         pages: Default::default(),
         bulk: crate::bulk::BulkPool::start().map_err(|e| format!("cannot start threads: {e}"))?,
+        metrics: crate::metrics::Metrics::new(),
+        access: crate::access::AccessLogger::new(config.access_log),
+        metrics_elsewhere: metrics_listener.is_some(),
     });
 
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
@@ -95,12 +114,30 @@ pub async fn run(
     let slots = Arc::new(Semaphore::new(max));
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut hangup = Hangup::new()?;
+    let metrics_task = match metrics_listener {
+        Some(l) => {
+            let addr = l.local_addr().map_err(|e| e.to_string())?;
+            log::info!(
+                "metrics: serving http://{}/metrics",
+                crate::netinfo::advertised(addr)
+            );
+            Some(tokio::spawn(serve_metrics(
+                state.clone(),
+                l,
+                stop_rx.clone(),
+            )))
+        }
+        None => None,
+    };
     log::info!("parasol ready: serving {url}");
 
     let sentinel = tokio::spawn(timer_sentinel());
     let purger = tokio::spawn(purge_events(store.clone()));
     tokio::pin!(shutdown);
     loop {
+        if slots.available_permits() == 0 {
+            state.metrics.connection_limit_reached();
+        }
         let permit = tokio::select! {
             _ = &mut shutdown => break,
             _ = hangup.recv() => { reload(&state); continue; }
@@ -113,21 +150,24 @@ pub async fn run(
             _ = &mut shutdown => break,
             _ = hangup.recv() => { reload(&state); continue; }
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok((s, peer)) => (s, peer),
                 Err(e) => {
                     // Out of descriptors and the like: back off briefly instead of spinning.
                     log::warn!("accept failed: {e}");
+                    state.metrics.connection_refused(ConnRefusal::AcceptFailed);
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     continue;
                 }
             },
         };
+        let (stream, peer) = stream;
+        state.metrics.connection_accepted();
         let state = state.clone();
         let acceptor = acceptor.clone();
         let stop = stop_rx.clone();
         tokio::spawn(async move {
             let _client = ClientCount::enter(&state);
-            serve_connection(state, stream, acceptor, stop).await;
+            serve_connection(state, stream, peer, acceptor, stop).await;
             drop(permit);
         });
     }
@@ -144,6 +184,9 @@ pub async fn run(
     }
     sentinel.abort();
     purger.abort();
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
     drop(state);
     tokio::task::spawn_blocking(move || store.close())
         .await
@@ -255,9 +298,62 @@ async fn purge_events(store: Store) {
     }
 }
 
+/// Connections the `--metrics-listen` listener serves at once.
+const METRICS_CONNECTIONS: usize = 16;
+
+/// The `--metrics-listen` listener: plain HTTP, `GET /metrics`, `/healthz` and `/readyz` only,
+/// a few connections at a time; its connections are not clients of the store's writer.
+async fn serve_metrics(
+    state: Arc<AppState>,
+    listener: tokio::net::TcpListener,
+    stop: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(METRICS_CONNECTIONS));
+    loop {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("metrics listener: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            serve_http(state, stream, peer, Listener::Metrics, stop).await;
+            drop(permit);
+        });
+    }
+}
+
+/// The listener a connection came in on, which decides the paths it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    /// Both interfaces and Parasol's own paths (less `/metrics` with `--metrics-listen`).
+    Main,
+    /// `--metrics-listen`: `/metrics`, `/healthz` and `/readyz` only.
+    Metrics,
+}
+
+/// Whether `listener` serves `route`; a route it does not serve is answered as an unknown path.
+fn serves(listener: Listener, metrics_elsewhere: bool, route: &Route) -> bool {
+    match (listener, route) {
+        (Listener::Metrics, Route::Own(o)) => o != &OwnEndpoint::OpenApi,
+        (Listener::Metrics, _) => false,
+        (Listener::Main, Route::Own(OwnEndpoint::Metrics)) => !metrics_elsewhere,
+        (Listener::Main, _) => true,
+    }
+}
+
 async fn serve_connection(
     state: Arc<AppState>,
     stream: tokio::net::TcpStream,
+    peer: SocketAddr,
     acceptor: Option<TlsAcceptor>,
     stop: watch::Receiver<bool>,
 ) {
@@ -268,32 +364,68 @@ async fn serve_connection(
             // SECURITY: the handshake runs here, in the connection's task, under a time limit, so
             // a client that stalls mid-handshake holds only its own slot, never the accept loop.
             match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_http(state, tls, stop).await,
-                Ok(Err(e)) => log::debug!("TLS handshake failed: {e}"),
-                Err(_) => log::debug!("TLS handshake timed out"),
+                Ok(Ok(tls)) => serve_http(state, tls, peer, Listener::Main, stop).await,
+                Ok(Err(e)) => {
+                    log::debug!("TLS handshake failed: {e}");
+                    state.metrics.connection_refused(ConnRefusal::TlsFailed);
+                }
+                Err(_) => {
+                    log::debug!("TLS handshake timed out");
+                    state.metrics.connection_refused(ConnRefusal::TlsTimeout);
+                }
             }
         }
-        None => serve_http(state, stream, stop).await,
+        None => serve_http(state, stream, peer, Listener::Main, stop).await,
     }
 }
 
-async fn serve_http<IO>(state: Arc<AppState>, io: IO, mut stop: watch::Receiver<bool>)
-where
+async fn serve_http<IO>(
+    state: Arc<AppState>,
+    io: IO,
+    peer: SocketAddr,
+    listener: Listener,
+    mut stop: watch::Receiver<bool>,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = state.limits.clone();
     let linger = Arc::new(AtomicBool::new(false));
+    // The transport's own answers (to requests hyper cannot parse) are counted and logged like
+    // any other.
+    let answered = {
+        let state = state.clone();
+        move |management: bool, id: &RequestId, bytes: usize| {
+            let iface = if management {
+                Interface::Management
+            } else {
+                Interface::Enforcement
+            };
+            state
+                .metrics
+                .request_unmeasured(RouteSlot::unmatched(iface), 400);
+            state.access.log(&crate::access::Entry {
+                method: None,
+                route: UNMATCHED,
+                status: 400,
+                bytes: bytes as u64,
+                took: None,
+                client: Some(peer),
+                request_id: id.as_str(),
+            });
+        }
+    };
     let io = Transport::new(
         io,
         linger.clone(),
         limits.linger_bytes,
         limits.linger_time,
         limits.max_request_bytes,
-    );
+    )
+    .on_own_answer(Box::new(answered));
     let service = service_fn(move |req| {
         let state = state.clone();
         let linger = linger.clone();
-        async move { Ok::<_, Infallible>(handle(state, req, linger).await) }
+        async move { Ok::<_, Infallible>(handle(state, req, linger, peer, listener).await) }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -342,7 +474,7 @@ fn head_size<B>(req: &Request<B>) -> usize {
 
 fn iface_of(route: &Result<Route, RouteError>) -> Interface {
     match route {
-        Ok(Route::Enf(_)) => Interface::Enforcement,
+        Ok(Route::Enf(_) | Route::Own(_)) => Interface::Enforcement,
         Ok(Route::Mgmt(_)) => Interface::Management,
         Err(RouteError::NotFound(i)) | Err(RouteError::MethodNotAllowed(i, _)) => *i,
     }
@@ -399,20 +531,54 @@ fn close_after(res: &mut Response<Body>, linger: &AtomicBool) {
     );
 }
 
-/// Handles one request: route, size rule, Host, body, then the interface's handler.
+/// Handles one request: routes it, answers it (`respond`), then gives the answer its
+/// `X-Request-Id`, counts it in the metrics and writes its access log line.
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
     linger: Arc<AtomicBool>,
+    peer: SocketAddr,
+    listener: Listener,
 ) -> Response<Body> {
-    let route = router::route(req.method(), req.uri().path());
-    let iface = iface_of(&route);
-    // Only the management interface reports a txId; an enforcement request needs no random id
-    // (and no getrandom system call).
-    let tx_id = match iface {
-        Interface::Management => crate::ids::request_id().to_string(),
-        Interface::Enforcement => String::new(),
+    let started = Instant::now();
+    let id = RequestId::next();
+    let method = req.method().clone();
+    let route = match router::route(req.method(), req.uri().path()) {
+        Ok(r) if !serves(listener, state.metrics_elsewhere, &r) => {
+            Err(RouteError::NotFound(Interface::Enforcement))
+        }
+        other => other,
     };
+    let slot = RouteSlot::of(&route);
+    let template = route.as_ref().map_or(UNMATCHED, Route::template);
+    let mut res = respond(&state, route, req, &linger, id.as_str()).await;
+    res.headers_mut().insert(X_REQUEST_ID, id.header_value());
+    let took = started.elapsed();
+    let status = res.status().as_u16();
+    state.metrics.request(slot, status, took);
+    state.access.log(&crate::access::Entry {
+        method: Some(method.as_str()),
+        route: template,
+        status,
+        bytes: hyper::body::Body::size_hint(res.body())
+            .exact()
+            .unwrap_or(0),
+        took: Some(took),
+        client: Some(peer),
+        request_id: id.as_str(),
+    });
+    res
+}
+
+/// Answers one request: route, size rule, Host, body, then the interface's handler.
+async fn respond(
+    state: &Arc<AppState>,
+    route: Result<Route, RouteError>,
+    req: Request<Incoming>,
+    linger: &AtomicBool,
+    tx_id: &str,
+) -> Response<Body> {
+    let iface = iface_of(&route);
     let route = match route {
         Ok(r) => r,
         Err(e) => {
@@ -435,7 +601,7 @@ async fn handle(
             // size), so that a client sending its whole body before reading gets the answer
             // instead of a reset.
             if carries_body(req.headers()) {
-                close_after(&mut res, &linger);
+                close_after(&mut res, linger);
             }
             return res;
         }
@@ -453,7 +619,7 @@ async fn handle(
         .unwrap_or(0);
     if head as u64 + declared > max as u64 {
         linger.store(true, Ordering::Relaxed);
-        return too_large(iface, &tx_id);
+        return too_large(iface, tx_id);
     }
     // A malformed Host is refused at the same point as a request too large, before the body is
     // read (and so, like a refusal by route, the connection closes after the answer when a body
@@ -461,10 +627,10 @@ async fn handle(
     if let Err(e) = crate::host::request_host(req.headers()) {
         let mut res = match iface {
             Interface::Enforcement => EnfError::BadRequest(e.to_string()).into_response(),
-            Interface::Management => MgmtError::BadRequest(e.to_string()).into_response(&tx_id),
+            Interface::Management => MgmtError::BadRequest(e.to_string()).into_response(tx_id),
         };
         if carries_body(req.headers()) {
-            close_after(&mut res, &linger);
+            close_after(&mut res, linger);
         }
         return res;
     }
@@ -473,7 +639,7 @@ async fn handle(
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
             linger.store(true, Ordering::Relaxed);
-            return too_large(iface, &tx_id);
+            return too_large(iface, tx_id);
         }
         Err(BodyError::Timeout) => {
             let mut res = match iface {
@@ -481,10 +647,10 @@ async fn handle(
                     EnfError::BadRequest("Request body timed out".into()).into_response()
                 }
                 Interface::Management => {
-                    MgmtError::BadRequest("Request body timed out".into()).into_response(&tx_id)
+                    MgmtError::BadRequest("Request body timed out".into()).into_response(tx_id)
                 }
             };
-            close_after(&mut res, &linger);
+            close_after(&mut res, linger);
             return res;
         }
         Err(BodyError::Broken) => {
@@ -494,7 +660,7 @@ async fn handle(
                 }
                 Interface::Management => {
                     MgmtError::BadRequest("Request body could not be read".into())
-                        .into_response(&tx_id)
+                        .into_response(tx_id)
                 }
             }
         }
@@ -503,10 +669,11 @@ async fn handle(
         query: Query::new(parts.uri),
         method: parts.method,
         headers: parts.headers,
-        tx_id,
+        tx_id: tx_id.to_string(),
     };
     match route {
-        Route::Enf(ep) => crate::enforcement::handlers::handle(&state, ep, &ctx, body).await,
-        Route::Mgmt(ep) => crate::management::handle(&state, ep, &ctx, body).await,
+        Route::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,
+        Route::Mgmt(ep) => crate::management::handle(state, ep, &ctx, body).await,
+        Route::Own(ep) => crate::own::handle(state, ep).await,
     }
 }

@@ -28,6 +28,12 @@ pub struct AppState {
     pub pages: crate::enforcement::page_cache::PageCache,
     /// Where large event batches are validated.
     pub bulk: crate::bulk::BulkPool,
+    /// What `/metrics` reports of requests, events and connections.
+    pub metrics: crate::metrics::Metrics,
+    /// `--access-log`.
+    pub access: crate::access::AccessLogger,
+    /// `--metrics-listen` was given: `/metrics` is served there, not on the main listener.
+    pub metrics_elsewhere: bool,
 }
 
 impl AppState {
@@ -47,7 +53,7 @@ pub struct RequestCtx {
     pub method: Method,
     pub query: Query,
     pub headers: HeaderMap,
-    /// Request id (the management interface's `txId`); empty for the enforcement interface.
+    /// The request's id: its answer's `X-Request-Id`, the management interface's `txId`.
     pub tx_id: String,
 }
 

@@ -11,6 +11,11 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::error::{EnfError, MgmtError};
+use crate::ids::RequestId;
+
+/// Told of each answer the transport writes itself: whether it took the management
+/// interface's shape, its request id (its `X-Request-Id`) and its body's length.
+pub type OwnAnswer = Box<dyn Fn(bool, &RequestId, usize) + Send>;
 
 /// The connection's transport.
 ///
@@ -24,6 +29,8 @@ use crate::error::{EnfError, MgmtError};
 /// - hyper's 431 also stands for more header fields than it parses (100), which it finds before
 ///   the head has fully arrived. Which of the two it was is settled by reading on (and
 ///   discarding) until the request is past the 1 MiB rule or the client stops sending.
+/// - Like every answer, those carry an `X-Request-Id` (and, in the management shape, the same
+///   id as `txId`), and are reported to `own_answer` for the metrics and the access log.
 pub struct Transport<T> {
     inner: T,
     /// Set by the request handler when it refuses a request for its size: closing first
@@ -49,6 +56,7 @@ pub struct Transport<T> {
     /// An answer of our own still to be written, and how much of it has been.
     out: Vec<u8>,
     out_pos: usize,
+    own_answer: Option<OwnAnswer>,
 }
 
 impl<T> Transport<T> {
@@ -74,7 +82,26 @@ impl<T> Transport<T> {
             sniffed: false,
             out: Vec::new(),
             out_pos: 0,
+            own_answer: None,
         }
+    }
+
+    /// Reports each answer the transport writes itself to `f`.
+    pub fn on_own_answer(mut self, f: OwnAnswer) -> Transport<T> {
+        self.own_answer = Some(f);
+        self
+    }
+
+    /// Queues our answer in place of hyper's bare one: a 400 with the interface's JSON error,
+    /// `message` or (`None`) the 1 MiB rule's.
+    fn queue_answer(&mut self, message: Option<&str>, date: Option<&[u8]>) {
+        let id = RequestId::next();
+        let (out, body_len) = json_answer(message, self.management, date, &id);
+        if let Some(f) = &self.own_answer {
+            f(self.management, &id, body_len);
+        }
+        self.out = out;
+        self.out_pos = 0;
     }
 
     /// An answer is being written: the next read starts the next request.
@@ -117,8 +144,8 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
             414 => Some("Request URI too long"),
             _ => Some("Malformed HTTP request"),
         };
-        self.out = json_answer(message, self.management, date_line(head));
-        self.out_pos = 0;
+        let date = date_line(head).map(<[u8]>::to_vec);
+        self.queue_answer(message, date.as_deref());
         // Start writing now; whatever does not fit yet goes out on the flush that follows.
         if let Poll::Ready(Err(e)) = self.poll_drain_out(cx) {
             return Some(Err(e));
@@ -172,8 +199,8 @@ impl<T: AsyncRead + Unpin> Transport<T> {
         } else {
             Some(TOO_MANY_FIELDS)
         };
-        self.out = json_answer(message, self.management, Some(date));
-        self.out_pos = 0;
+        let date = date.clone();
+        self.queue_answer(message, Some(&date));
         self.undecided = None;
         Poll::Ready(Ok(()))
     }
@@ -310,25 +337,31 @@ fn date_line(head: &[u8]) -> Option<&[u8]> {
 }
 
 /// Our answer in place of hyper's bare one: a 400 with the interface's JSON error, `message` or
-/// (`None`) the 1 MiB rule's.
-fn json_answer(message: Option<&str>, management: bool, date: Option<&[u8]>) -> Vec<u8> {
+/// (`None`) the 1 MiB rule's, and the request id `id`; with its body's length.
+fn json_answer(
+    message: Option<&str>,
+    management: bool,
+    date: Option<&[u8]>,
+    id: &RequestId,
+) -> (Vec<u8>, usize) {
     let body = if management {
         let e = message.map_or(MgmtError::TooLarge, |m| MgmtError::BadRequest(m.into()));
-        serde_json::to_vec(&e.body(&crate::ids::request_id().to_string()))
+        serde_json::to_vec(&e.body(id.as_str()))
     } else {
         let e = message.map_or(EnfError::TooLarge, |m| EnfError::BadRequest(m.into()));
         serde_json::to_vec(&e.body())
     }
     .unwrap_or_default();
     let mut out = format!(
-        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
-        body.len()
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n{}: {id}\r\n",
+        body.len(),
+        crate::ids::X_REQUEST_ID,
     )
     .into_bytes();
     out.extend_from_slice(date.unwrap_or_default());
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
-    out
+    (out, body.len())
 }
 
 #[cfg(test)]
@@ -366,21 +399,28 @@ mod tests {
     fn our_answer_is_the_interfaces_json_error() {
         let date = date_line(b"HTTP/1.1 400 Bad Request\r\ndate: D\r\n\r\n");
         assert_eq!(date, Some(&b"date: D\r\n"[..]));
-        let text = String::from_utf8(json_answer(None, false, date)).unwrap();
+        let id = RequestId::next();
+        let (text, len) = json_answer(None, false, date, &id);
+        let text = String::from_utf8(text).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert_eq!(len, body.len());
         assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
+        assert!(
+            head.contains(&format!("\r\nx-request-id: {id}\r\n")),
+            "{head}"
+        );
         assert!(head.contains("\r\nconnection: close") && head.ends_with("\r\ndate: D"));
         assert!(head.contains(&format!("content-length: {}", body.len())));
         assert_eq!(
             body,
             r#"{"code":"BadRequestError","message":"Request too large","statusCode":400}"#
         );
-        let text =
-            String::from_utf8(json_answer(Some("Malformed HTTP request"), true, None)).unwrap();
+        let (text, _) = json_answer(Some("Malformed HTTP request"), true, None, &id);
+        let text = String::from_utf8(text).unwrap();
         let body: serde_json::Value =
             serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap();
         assert_eq!(body["message"], "Malformed HTTP request");
         assert_eq!(body["statusCode"], 400);
-        assert!(body["txId"].is_string());
+        assert_eq!(body["txId"], id.as_str(), "the txId is the X-Request-Id");
     }
 }

@@ -52,6 +52,10 @@ pub struct BenchArgs {
     /// management (the baselines always run)
     #[argh(option)]
     pub only: Option<String>,
+    /// one more argument for `parasol serve` (repeat it for several), e.g. `--serve-arg
+    /// --access-log --serve-arg off` to measure the access log's cost
+    #[argh(option)]
+    pub serve_arg: Vec<String>,
     /// the parasol binary to benchmark (default: `parasol` in this program's directory, e.g.
     /// target/release/parasol)
     #[argh(option)]
@@ -103,6 +107,7 @@ fn run_args(args: BenchArgs) -> i32 {
             .only
             .as_ref()
             .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
+        serve_args: args.serve_arg.clone(),
         ..base
     };
     match run::run(opts) {

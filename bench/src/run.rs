@@ -43,6 +43,8 @@ pub struct Options {
     /// Run only these workloads (ingest, single, list, readers, delete, management); the
     /// baselines always run.
     pub only: Option<Vec<String>>,
+    /// More arguments for `parasol serve`.
+    pub serve_args: Vec<String>,
 }
 
 impl Options {
@@ -60,6 +62,7 @@ impl Options {
             pin: true,
             keep: false,
             only: None,
+            serve_args: Vec::new(),
         }
     }
 
@@ -676,7 +679,7 @@ fn run_in(
     note(format!("starting {} serve", bin.display()));
     let rep_arg = rep_file.to_str().ok_or("temp path is not UTF-8")?;
     let data_arg = data_dir.to_str().ok_or("temp path is not UTF-8")?;
-    let serve_args = [
+    let mut serve_args = vec![
         "serve",
         "--listen",
         "127.0.0.1:0",
@@ -687,6 +690,7 @@ fn run_in(
         "--log-level",
         "info",
     ];
+    serve_args.extend(opts.serve_args.iter().map(String::as_str));
     let (server, first_start) =
         ChildProc::spawn(bin, &serve_args, server_cpu, "ready: serving ", false)?;
     let target = Target::new(server.addr, &cert)?;

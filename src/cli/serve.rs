@@ -44,6 +44,14 @@ pub struct ServeArgs {
     /// log level: error, warn, info, debug or trace (default info)
     #[argh(option, default = "String::from(\"info\")")]
     pub log_level: String,
+    /// access log at info: all (default: a line per request), errors (status 400 and above),
+    /// 1/N (every error and one other request in N) or off
+    #[argh(option, default = "crate::access::AccessLog::All")]
+    pub access_log: crate::access::AccessLog,
+    /// serve GET /metrics, /healthz and /readyz on this address too, over plain HTTP; the main
+    /// listener's /metrics then answers 404 (e.g. 127.0.0.1:9443)
+    #[argh(option)]
+    pub metrics_listen: Option<String>,
 }
 
 fn init_logging(level: &str) -> Result<(), String> {
@@ -92,6 +100,8 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     config.known_good = args.known_good.clone();
     config.cloud_limits = args.cloud_limits;
     config.demo = args.demo;
+    config.access_log = args.access_log;
+    config.metrics_listen = args.metrics_listen.clone();
     Ok(config)
 }
 

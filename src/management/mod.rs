@@ -103,6 +103,9 @@ mod tests {
             rate: crate::ratelimit::RateLimiter::new(false),
             pages: Default::default(),
             bulk: crate::bulk::BulkPool::start().unwrap(),
+            metrics: Default::default(),
+            access: crate::access::AccessLogger::new(crate::access::AccessLog::All),
+            metrics_elsewhere: false,
         }
     }
 

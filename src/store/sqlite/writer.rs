@@ -123,6 +123,8 @@ pub(super) struct Job {
 
 /// What the writer thread shares with the store's handle.
 pub(super) struct Shared {
+    /// Group sizes, transaction and commit times.
+    pub metrics: crate::store::StoreMetrics,
     /// Transactions committed (each may hold many requests' jobs).
     pub commits: AtomicU64,
     /// Jobs run.
@@ -427,6 +429,7 @@ fn run_transaction(
     }
     drop(statements);
     let ran = started.elapsed();
+    let mut committing = None;
     let commit = match broken {
         Some(why) => {
             if !conn.is_autocommit() {
@@ -436,7 +439,13 @@ fn run_transaction(
             }
             Err(why)
         }
-        None => exec_cached(conn, "COMMIT").map_err(|e| {
+        None => {
+            let at = Instant::now();
+            let done = exec_cached(conn, "COMMIT");
+            committing = Some(at.elapsed());
+            done
+        }
+        .map_err(|e| {
             let e = StoreError::from(e);
             log::error!("commit failed: {e}");
             if !conn.is_autocommit() {
@@ -454,8 +463,13 @@ fn run_transaction(
             (took - ran).as_millis(),
         );
     }
+    if let Some(c) = committing {
+        shared.metrics.commit.observe_duration(c);
+    }
+    shared.metrics.transaction.observe_duration(took);
     match &commit {
         Ok(()) => {
+            shared.metrics.group_size.observe(group as u64);
             shared.commits.fetch_add(1, Ordering::Relaxed);
             shared.health.written();
         }
