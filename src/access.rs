@@ -99,7 +99,9 @@ impl AccessLogger {
             AccessLog::Off => false,
             AccessLog::All => true,
             AccessLog::Errors => error,
-            AccessLog::Sample(n) => error || self.seen.fetch_add(1, Ordering::Relaxed) % n == 0,
+            AccessLog::Sample(n) => {
+                error || self.seen.fetch_add(1, Ordering::Relaxed).is_multiple_of(n)
+            }
         }
     }
 

@@ -587,13 +587,13 @@ async fn respond(
                     EnfError::NotFound("Resource not found").into_response()
                 }
                 RouteError::NotFound(Interface::Management) => {
-                    MgmtError::NotFound.into_response(&tx_id)
+                    MgmtError::NotFound.into_response(tx_id)
                 }
                 RouteError::MethodNotAllowed(Interface::Enforcement, allow) => {
                     EnfError::MethodNotAllowed(allow).into_response()
                 }
                 RouteError::MethodNotAllowed(Interface::Management, allow) => {
-                    MgmtError::MethodNotAllowed(allow).into_response(&tx_id)
+                    MgmtError::MethodNotAllowed(allow).into_response(tx_id)
                 }
             };
             // The body is not read for a request refused by its route: the connection closes
