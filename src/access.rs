@@ -293,8 +293,8 @@ impl Sink {
         }
     }
 
-    /// The writing thread: waits for a first line, lets more gather for `GATHER` (unless a batch
-    /// is full), then writes them all.
+    /// The writing thread: waits for a first line, lets more gather for `GATHER` or until a batch
+    /// is full, then writes them all.
     fn run(&self) {
         let mut out = Vec::with_capacity(BATCH_BYTES);
         loop {
@@ -304,12 +304,13 @@ impl Sink {
             let Ok(lines) = self.wake.wait_while(lines, |l| l.is_empty()) else {
                 return;
             };
-            if lines.len() < BATCH_BYTES {
-                drop(lines);
-                std::thread::sleep(GATHER);
-            } else {
-                drop(lines);
-            }
+            let Ok((lines, _)) = self
+                .wake
+                .wait_timeout_while(lines, GATHER, |l| l.len() < BATCH_BYTES)
+            else {
+                return;
+            };
+            drop(lines);
             self.write_out(&mut out);
         }
     }
