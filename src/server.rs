@@ -146,11 +146,11 @@ pub async fn run(
                 Err(_) => break,
             },
         };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = &mut shutdown => break,
             _ = hangup.recv() => { reload(&state); continue; }
             r = listener.accept() => match r {
-                Ok((s, peer)) => (s, peer),
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors and the like: back off briefly instead of spinning.
                     log::warn!("accept failed: {e}");
@@ -160,7 +160,6 @@ pub async fn run(
                 }
             },
         };
-        let (stream, peer) = stream;
         state.metrics.connection_accepted();
         let state = state.clone();
         let acceptor = acceptor.clone();
@@ -192,6 +191,7 @@ pub async fn run(
         .await
         .map_err(|e| e.to_string())?;
     drop(dir_lock);
+    crate::access::flush();
     log::info!("stopped");
     Ok(())
 }
@@ -587,13 +587,13 @@ async fn respond(
                     EnfError::NotFound("Resource not found").into_response()
                 }
                 RouteError::NotFound(Interface::Management) => {
-                    MgmtError::NotFound.into_response(&tx_id)
+                    MgmtError::NotFound.into_response(tx_id)
                 }
                 RouteError::MethodNotAllowed(Interface::Enforcement, allow) => {
                     EnfError::MethodNotAllowed(allow).into_response()
                 }
                 RouteError::MethodNotAllowed(Interface::Management, allow) => {
-                    MgmtError::MethodNotAllowed(allow).into_response(&tx_id)
+                    MgmtError::MethodNotAllowed(allow).into_response(tx_id)
                 }
             };
             // The body is not read for a request refused by its route: the connection closes

@@ -565,3 +565,57 @@ async fn list_changes_are_recorded_for_the_exporter() {
     assert_eq!(store.take_list_changes().await.unwrap(), vec![a.id]);
     store.close();
 }
+
+/// A writer that has stopped takes no writes: the health says so (`/readyz` answers 503 with
+/// `writer_down`) whatever the last write did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_writer_is_reported_down() {
+    let (_dir, store) = temp_db();
+    create_t(&store, "x").await;
+    let health = store.health();
+    assert!(health.writable && health.last_fault.is_none());
+    store.close();
+    let health = store.health();
+    assert!(!health.writable);
+    assert_eq!(
+        health.last_fault.map(|f| f.0).as_deref(),
+        Some("writer_down")
+    );
+}
+
+/// Each committed group is measured: its size, its transaction's and its commit's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_are_measured() {
+    let (_dir, store) = temp_db();
+    create_t(&store, "x").await;
+    let gate = hold_writer(&store).await;
+    let tasks: Vec<_> = (0..5)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .write(move |c| {
+                        c.execute("INSERT INTO t VALUES (?1)", [i])?;
+                        Ok(())
+                    })
+                    .await
+            })
+        })
+        .collect();
+    until_queued(&store, 5).await;
+    gate.release().await;
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let m = store.metrics();
+    let mut out = String::new();
+    m.group_size.render(&mut out, "g", "", 1.0);
+    assert!(out.contains("g_bucket{le=\"4\"} 2\n"), "{out}");
+    assert!(
+        out.contains("g_bucket{le=\"8\"} 3\n"),
+        "the group of five: {out}"
+    );
+    assert_eq!(m.commit.count(), 3);
+    assert_eq!(m.transaction.count(), 3);
+    store.close();
+}
