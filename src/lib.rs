@@ -1,6 +1,7 @@
 //! Parasol: an on-premises server for the enforcement (`/1.0/`) and management (`/v1/`)
 //! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
 
+pub mod budget;
 pub mod bulk;
 pub mod cli;
 pub mod config;
@@ -19,6 +20,7 @@ pub mod reputation;
 pub mod router;
 pub mod secrets;
 pub mod server;
+pub mod slots;
 pub mod state;
 pub mod store;
 #[cfg(test)]

@@ -28,6 +28,8 @@ pub struct AppState {
     pub pages: crate::enforcement::page_cache::PageCache,
     /// Where large event batches are validated.
     pub bulk: crate::bulk::BulkPool,
+    /// What requests in flight may hold for their bodies and for parsing them.
+    pub budget: Arc<crate::budget::MemoryBudget>,
 }
 
 impl AppState {

@@ -1,5 +1,5 @@
-//! Each connection's transport under hyper: the lingering close after a refusal, and JSON answers
-//! in place of hyper's own bare ones to requests it cannot parse.
+//! Each connection's transport under hyper: the write timeout, the lingering close after a
+//! refusal, and JSON answers in place of hyper's own bare ones to requests it cannot parse.
 
 use std::future::Future;
 use std::io;
@@ -14,6 +14,9 @@ use crate::error::{EnfError, MgmtError};
 
 /// The connection's transport.
 ///
+/// - A write that makes no progress for `write_timeout` fails the connection: a client that sends
+///   requests and never reads the answers fills the socket's buffers, and would otherwise hold
+///   its connection (and the answers queued for it) for ever.
 /// - When a request was refused for its size, closing first reads and discards what the client
 ///   is still sending (up to a byte and time limit): closing a socket with unread data makes TCP
 ///   reset it, and the client would lose our answer.
@@ -49,6 +52,10 @@ pub struct Transport<T> {
     /// An answer of our own still to be written, and how much of it has been.
     out: Vec<u8>,
     out_pos: usize,
+    write_timeout: std::time::Duration,
+    /// The write timeout's timer, kept between stalls (armed only while a write is pending).
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    stalled: bool,
 }
 
 impl<T> Transport<T> {
@@ -58,6 +65,7 @@ impl<T> Transport<T> {
         budget: usize,
         time: std::time::Duration,
         max_request: usize,
+        write_timeout: std::time::Duration,
     ) -> Transport<T> {
         Transport {
             inner,
@@ -74,7 +82,38 @@ impl<T> Transport<T> {
             sniffed: false,
             out: Vec::new(),
             out_pos: 0,
+            write_timeout,
+            stall: None,
+            stalled: false,
         }
+    }
+
+    /// Passes a write's result on, timing the stall when it is pending: the timer starts at the
+    /// first pending write and stops at the next that completes, and once it fires the write
+    /// fails. (Kept in a box reused between stalls: a connection that never stalls never
+    /// allocates it.)
+    fn watch<R>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        if r.is_ready() {
+            self.stalled = false;
+            return r;
+        }
+        let deadline = tokio::time::Instant::now() + self.write_timeout;
+        match (&mut self.stall, self.stalled) {
+            (Some(s), false) => s.as_mut().reset(deadline),
+            (None, _) => self.stall = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            (Some(_), true) => {}
+        }
+        self.stalled = true;
+        if let Some(s) = self.stall.as_mut() {
+            if s.as_mut().poll(cx).is_ready() {
+                self.stalled = false;
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client read nothing of the answer within the write timeout",
+                )));
+            }
+        }
+        Poll::Pending
     }
 
     /// An answer is being written: the next read starts the next request.
@@ -88,7 +127,8 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
     /// Writes what is left of our own answer; ready once it is all written.
     fn poll_drain_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.out_pos < self.out.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]))?;
+            let r = Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]);
+            let n = ready!(self.watch(cx, r))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -211,7 +251,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             return Poll::Ready(taken);
         }
         this.answering();
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.watch(cx, r)
     }
 
     fn poll_write_vectored(
@@ -227,7 +268,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             }
         }
         this.answering();
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.watch(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -236,7 +278,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.poll_drain_out(cx))?;
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, r)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -269,7 +312,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             }
             this.drained = true;
         }
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let r = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, r)
     }
 }
 

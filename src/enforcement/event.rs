@@ -18,6 +18,13 @@ pub const DETAILED_ERRORS: usize = 1000;
 // SECURITY: a 1 MiB body of 524,000 one-byte elements would otherwise get a 16 MB answer.
 pub const MAX_ERRORS: usize = 10_000;
 
+/// What validating and storing a batch takes at most, as a multiple of the body's length: the
+/// body itself, the copy stored as the batch's text, and the validator's working memory (the
+/// events found, or the errors and the one element being looked at; see `validate_slow`). The
+/// share of the memory budget a batch is charged before its body is read (`crate::budget`); a
+/// test holds the validator to it.
+pub const MEMORY_FACTOR: usize = 3;
+
 /// An event that passed validation. The event itself is stored as sent: see [`events_text`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidEvent {

@@ -103,6 +103,10 @@ mod tests {
             rate: crate::ratelimit::RateLimiter::new(false),
             pages: Default::default(),
             bulk: crate::bulk::BulkPool::start().unwrap(),
+            budget: std::sync::Arc::new(crate::budget::MemoryBudget::new(
+                1 << 20,
+                std::time::Duration::ZERO,
+            )),
         }
     }
 
