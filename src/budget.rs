@@ -140,6 +140,21 @@ impl MemoryBudget {
         Ok(())
     }
 
+    /// Grants `bytes` if the budget has them now, without waiting (for code that cannot wait).
+    pub fn try_charge(&self, bytes: usize) -> Option<Charge> {
+        let mut c = self.none();
+        let want = units_for(bytes).min(self.total_units);
+        if bytes > FREE_BYTES {
+            c.permit = Some(
+                self.units
+                    .clone()
+                    .try_acquire_many_owned(want as u32)
+                    .ok()?,
+            );
+        }
+        Some(c)
+    }
+
     /// Notes that about `bytes` were freed outside the budget (a connection closed), for
     /// trimming.
     pub fn note_freed(&self, bytes: usize) {
@@ -241,6 +256,9 @@ mod tests {
         // Larger than the whole budget: granted as the whole budget.
         let all = b.charge(100 * MIB).await.unwrap();
         assert_eq!(all.bytes(), 4 * MIB);
+        assert!(b.try_charge(MIB).is_none());
+        drop(all);
+        assert_eq!(b.try_charge(MIB).unwrap().bytes(), MIB);
     }
 
     #[tokio::test]

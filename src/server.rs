@@ -318,7 +318,8 @@ async fn serve_http<IO>(
         limits.linger_time,
         limits.max_request_bytes,
         limits.write_timeout,
-    );
+    )
+    .charging_heads(slot.clone(), state.budget.clone());
     slot.set_phase(Phase::AwaitingHead);
     let service = service_fn(move |req| {
         let state = state.clone();
@@ -326,7 +327,18 @@ async fn serve_http<IO>(
         let slot = slot.clone();
         async move {
             slot.set_phase(Phase::Active);
+            let mut req = req;
+            req.extensions_mut().insert(slot.clone());
+            // A head past the transport's free allowance grew hyper's read buffer, which stays
+            // that size: the connection ends after this answer, and the buffer with it.
+            let large_head = head_size(&req) > crate::transport::HEAD_FREE;
             let mut res = handle(state, req, linger).await;
+            if large_head {
+                res.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
             // The request's share of the memory budget stays with its answer until hyper has
             // handed all of it to the kernel (see `budget`).
             let held = res.extensions_mut().remove::<Held>();
@@ -595,11 +607,23 @@ async fn handle(
     // The body's share of the memory budget, granted before any of it is read (see `budget`).
     let factor = memory_factor(&route);
     let mut charge = if declared > 0 {
-        match state
-            .budget
-            .charge((declared as usize).saturating_mul(factor))
-            .await
-        {
+        let cost = (declared as usize).saturating_mul(factor);
+        let granted = match state.budget.try_charge(cost) {
+            Some(c) => Ok(c),
+            None => {
+                // While it waits, its slot may go to a new client (see `slots`).
+                let slot = req.extensions().get::<Arc<crate::slots::Conn>>().cloned();
+                if let Some(s) = &slot {
+                    s.set_phase(Phase::Waiting);
+                }
+                let granted = state.budget.charge(cost).await;
+                if let Some(s) = &slot {
+                    s.set_phase(Phase::Active);
+                }
+                granted
+            }
+        };
+        match granted {
             Ok(c) => c,
             Err(_) => {
                 log::debug!("memory budget spent: refusing a {declared}-byte request");

@@ -36,6 +36,10 @@ pub enum Phase {
     Idle = 3,
     /// Told to close.
     Evicted = 4,
+    /// A request whose body waits, unread, for its share of the memory budget: it would be
+    /// refused with 503 if the wait ran out, so it yields its slot like a connection that has
+    /// not sent a request.
+    Waiting = 5,
 }
 
 impl Phase {
@@ -45,6 +49,7 @@ impl Phase {
             1 => Phase::AwaitingHead,
             2 => Phase::Active,
             3 => Phase::Idle,
+            5 => Phase::Waiting,
             _ => Phase::Evicted,
         }
     }
@@ -247,7 +252,7 @@ impl Slots {
         let mut soonest: Option<u64> = None;
         for c in t.entries.iter().flatten() {
             let tier = match c.phase() {
-                Phase::Handshake | Phase::AwaitingHead => 0,
+                Phase::Handshake | Phase::AwaitingHead | Phase::Waiting => 0,
                 Phase::Idle => 1,
                 Phase::Active | Phase::Evicted => continue,
             };
