@@ -251,13 +251,17 @@ impl Slots {
         let mut best: Option<((u8, u64), &Arc<Conn>)> = None;
         let mut soonest: Option<u64> = None;
         for c in t.entries.iter().flatten() {
-            let tier = match c.phase() {
-                Phase::Handshake | Phase::AwaitingHead | Phase::Waiting => 0,
-                Phase::Idle => 1,
+            // The grace protects only a connection that has not had its chance to send a
+            // request yet; a served, idle one costs its client a reconnection, and a request
+            // waiting for the memory budget would be refused with 503 anyway.
+            let (tier, graced) = match c.phase() {
+                Phase::Handshake | Phase::AwaitingHead => (0, true),
+                Phase::Idle => (1, false),
+                Phase::Waiting => (2, false),
                 Phase::Active | Phase::Evicted => continue,
             };
             let since = c.since.load(Ordering::Relaxed);
-            if now.saturating_sub(since) < grace {
+            if graced && now.saturating_sub(since) < grace {
                 let due = since + grace;
                 soonest = Some(soonest.map_or(due, |s| s.min(due)));
                 continue;
@@ -289,6 +293,7 @@ mod tests {
         let c = slots.try_claim().unwrap();
         assert!(slots.try_claim().is_none());
         // a is in a request, b idle after one, c has not sent one: c goes first, then b, never a.
+        // (Grace zero: the order does not depend on it.)
         a.conn().set_phase(Phase::Active);
         b.conn().set_phase(Phase::Idle);
         c.conn().set_phase(Phase::AwaitingHead);
@@ -324,6 +329,13 @@ mod tests {
         assert!(matches!(slots.victim(), Victim::At(_)));
         a.conn().set_phase(Phase::Active);
         assert!(matches!(slots.victim(), Victim::None));
+        // Served and idle, or waiting for the memory budget: no grace.
+        for phase in [Phase::Waiting, Phase::Idle] {
+            a.conn().set_phase(phase);
+            assert!(matches!(slots.victim(), Victim::Now(_)), "{phase:?}");
+            a.conn().phase.store(phase as u8, Ordering::Release);
+        }
+        a.conn().set_phase(Phase::Active);
         // A slot freed by the connection itself is taken by a waiting claim.
         let s = slots.clone();
         let claim = tokio::spawn(async move { s.claim().await });
