@@ -98,6 +98,7 @@ pub async fn run(
     });
 
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    widen_backlog(&listener, config.limits.max_connections);
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let slots = Slots::new(
         config.limits.max_connections,
@@ -162,6 +163,23 @@ pub async fn run(
     drop(dir_lock);
     log::info!("stopped");
     Ok(())
+}
+
+/// Gives the listener a backlog as long as the connection limit (the kernel caps it at
+/// `net.core.somaxconn`). The standard library listens with a backlog of 128: when a thousand
+/// clients connected at once the queue overflowed, the kernel dropped their SYNs, and every
+/// client behind them, an ordinary one included, waited for its SYN to be sent again 1, 3 or 7
+/// seconds later. Listening again on a listening socket only changes its backlog.
+fn widen_backlog(listener: &std::net::TcpListener, max_connections: usize) {
+    use std::os::fd::AsRawFd;
+    let backlog = i32::try_from(max_connections.max(128)).unwrap_or(i32::MAX);
+    // SAFETY: listen on a socket descriptor this listener owns, which is already listening.
+    if unsafe { libc::listen(listener.as_raw_fd(), backlog) } != 0 {
+        log::debug!(
+            "cannot widen the listen backlog: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// Counts a connection in `Store::clients` for as long as it lives.

@@ -32,6 +32,8 @@ use crate::run::{proc_status_kib, ChildProc};
 pub struct Hostile {
     pub binary: PathBuf,
     pub stalled: usize,
+    /// New stalled uploads a second (0: all at once).
+    pub connect_rate: f64,
     pub amplifiers: usize,
     pub hold: Duration,
     pub cool: Duration,
@@ -117,9 +119,14 @@ fn run_in(h: &Hostile, dir: &Path) -> Result<(), String> {
     let ok = normal.0;
     let total = normal.0 + normal.1;
     println!(
-        "parasol-bench --hostile: {} stalled 1 MiB uploads, {} amplification clients, {} s held, \
-         server flags: {}",
+        "parasol-bench --hostile: {} stalled 1 MiB uploads ({}), {} amplification clients, {} s \
+         held, server flags: {}",
         h.stalled,
+        if h.connect_rate > 0.0 {
+            format!("{} new a second", h.connect_rate)
+        } else {
+            "all at once".to_string()
+        },
         h.amplifiers,
         h.hold.as_secs_f64(),
         if h.server_args.is_empty() {
@@ -290,7 +297,12 @@ async fn scenario(h: &Hostile, target: &Target, key: &str, pid: u32) -> Result<F
     );
     let sent = Arc::new(AtomicU64::new(0));
     let mut uploads = Vec::new();
-    for _ in 0..h.stalled {
+    let started = Instant::now();
+    for i in 0..h.stalled {
+        if h.connect_rate > 0.0 {
+            let due = started + Duration::from_secs_f64(i as f64 / h.connect_rate);
+            tokio::time::sleep_until(due.into()).await;
+        }
         let target = target.clone();
         let head = head.clone();
         let body = upload.clone();
@@ -330,7 +342,7 @@ async fn scenario(h: &Hostile, target: &Target, key: &str, pid: u32) -> Result<F
         }));
     }
 
-    tokio::time::sleep(h.hold).await;
+    tokio::time::sleep_until((started + h.hold).into()).await;
     let held = rss_mib(pid);
     eprintln!(
         "hostile: {} of {} stalled uploads had sent their body when the hold ended",

@@ -65,6 +65,9 @@ pub struct BenchArgs {
     /// with --hostile: stalled 1 MiB uploads (default 1000)
     #[argh(option, default = "1000")]
     pub stalled: usize,
+    /// with --hostile: new stalled uploads a second, 0 for all at once (default 250)
+    #[argh(option, default = "250.0")]
+    pub connect_rate: f64,
     /// with --hostile: clients sending 1 MiB bodies of [{},{},...] one after another (default 32)
     #[argh(option, default = "32")]
     pub amplifiers: usize,
@@ -122,6 +125,7 @@ fn run_args(args: BenchArgs) -> i32 {
         let h = hostile::Hostile {
             binary,
             stalled: args.stalled,
+            connect_rate: args.connect_rate.max(0.0),
             amplifiers: args.amplifiers,
             hold: Duration::from_secs_f64(args.hold_seconds.max(0.0)),
             cool: Duration::from_secs_f64(args.cool_seconds.max(0.0)),
