@@ -2,6 +2,7 @@
 //! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
 
 pub mod access;
+pub mod budget;
 pub mod bulk;
 pub mod cli;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod reputation;
 pub mod router;
 pub mod secrets;
 pub mod server;
+pub mod slots;
 pub mod state;
 pub mod store;
 #[cfg(test)]

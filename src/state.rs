@@ -34,6 +34,8 @@ pub struct AppState {
     pub access: crate::access::AccessLogger,
     /// `--metrics-listen` was given: `/metrics` is served there, not on the main listener.
     pub metrics_elsewhere: bool,
+    /// What requests in flight may hold for their bodies and for parsing them.
+    pub budget: Arc<crate::budget::MemoryBudget>,
 }
 
 impl AppState {

@@ -1,5 +1,5 @@
-//! Each connection's transport under hyper: the lingering close after a refusal, and JSON answers
-//! in place of hyper's own bare ones to requests it cannot parse.
+//! Each connection's transport under hyper: the write timeout, the lingering close after a
+//! refusal, and JSON answers in place of hyper's own bare ones to requests it cannot parse.
 
 use std::future::Future;
 use std::io;
@@ -19,6 +19,17 @@ pub type OwnAnswer = Box<dyn Fn(bool, &RequestId, usize) + Send>;
 
 /// The connection's transport.
 ///
+/// - A read hands hyper at most `READ_CHUNK` bytes. hyper's read buffer grows whenever a read
+///   fills it, up to its maximum (room for a 1 MiB request head), and never shrinks: over TLS a
+///   1 MiB upload grew it to about 1 MiB, kept for the connection's life (a hundred stalled
+///   uploads held 85 MB). With reads of at most 8 KiB it stays at 16 KiB, and grows
+///   only to hold a request head that is still arriving.
+/// - A request head past `HEAD_FREE` bytes is charged to the memory budget (the whole 1 MiB its
+///   buffer may take, held until the connection closes; the server closes such a connection after
+///   its answer); when the budget cannot grant it, the connection is closed.
+/// - A write that makes no progress for `write_timeout` fails the connection: a client that sends
+///   requests and never reads the answers fills the socket's buffers, and would otherwise hold
+///   its connection (and the answers queued for it) for ever.
 /// - When a request was refused for its size, closing first reads and discards what the client
 ///   is still sending (up to a byte and time limit): closing a socket with unread data makes TCP
 ///   reset it, and the client would lose our answer.
@@ -57,7 +68,21 @@ pub struct Transport<T> {
     out: Vec<u8>,
     out_pos: usize,
     own_answer: Option<OwnAnswer>,
+    write_timeout: std::time::Duration,
+    /// The write timeout's timer, kept between stalls (armed only while a write is pending).
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    stalled: bool,
+    /// The connection's slot (whether a request is in progress) and the memory budget, for
+    /// charging large request heads.
+    heads: Option<(Arc<crate::slots::Conn>, Arc<crate::budget::MemoryBudget>)>,
+    head_charge: Option<crate::budget::Charge>,
 }
+
+/// Most bytes handed to hyper by one read.
+pub const READ_CHUNK: usize = 8 * 1024;
+
+/// Bytes of a request head that are not charged to the memory budget.
+pub const HEAD_FREE: usize = 64 * 1024;
 
 impl<T> Transport<T> {
     pub fn new(
@@ -66,6 +91,7 @@ impl<T> Transport<T> {
         budget: usize,
         time: std::time::Duration,
         max_request: usize,
+        write_timeout: std::time::Duration,
     ) -> Transport<T> {
         Transport {
             inner,
@@ -83,6 +109,11 @@ impl<T> Transport<T> {
             out: Vec::new(),
             out_pos: 0,
             own_answer: None,
+            write_timeout,
+            stall: None,
+            stalled: false,
+            heads: None,
+            head_charge: None,
         }
     }
 
@@ -104,6 +135,45 @@ impl<T> Transport<T> {
         self.out_pos = 0;
     }
 
+    /// Charges request heads past `HEAD_FREE` bytes to `budget`; `conn` tells whether a request
+    /// (whose body is charged by the server) is in progress.
+    pub fn charging_heads(
+        mut self,
+        conn: Arc<crate::slots::Conn>,
+        budget: Arc<crate::budget::MemoryBudget>,
+    ) -> Transport<T> {
+        self.heads = Some((conn, budget));
+        self
+    }
+
+    /// Passes a write's result on, timing the stall when it is pending: the timer starts at the
+    /// first pending write and stops at the next that completes, and once it fires the write
+    /// fails. (Kept in a box reused between stalls: a connection that never stalls never
+    /// allocates it.)
+    fn watch<R>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        if r.is_ready() {
+            self.stalled = false;
+            return r;
+        }
+        let deadline = tokio::time::Instant::now() + self.write_timeout;
+        match (&mut self.stall, self.stalled) {
+            (Some(s), false) => s.as_mut().reset(deadline),
+            (None, _) => self.stall = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            (Some(_), true) => {}
+        }
+        self.stalled = true;
+        if let Some(s) = self.stall.as_mut() {
+            if s.as_mut().poll(cx).is_ready() {
+                self.stalled = false;
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client read nothing of the answer within the write timeout",
+                )));
+            }
+        }
+        Poll::Pending
+    }
+
     /// An answer is being written: the next read starts the next request.
     fn answering(&mut self) {
         self.sniffed = false;
@@ -115,7 +185,8 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
     /// Writes what is left of our own answer; ready once it is all written.
     fn poll_drain_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.out_pos < self.out.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]))?;
+            let r = Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]);
+            let n = ready!(self.watch(cx, r))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -216,11 +287,33 @@ impl<T: AsyncRead + Unpin> AsyncRead for Transport<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
-        self.read_since += buf.filled().len() - before;
-        if !self.sniffed && buf.filled().len() > before {
+        let n = {
+            let mut part = buf.take(READ_CHUNK);
+            ready!(Pin::new(&mut self.inner).poll_read(cx, &mut part))?;
+            part.filled().len()
+        };
+        // SAFETY: the inner reader filled the first `n` bytes of `buf`'s unfilled part, through
+        // `part`, which is a view of it.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        self.read_since += n;
+        if !self.sniffed && n > 0 {
             self.sniffed = true;
             self.management = targets_management(&buf.filled()[before..]);
+        }
+        if self.read_since > HEAD_FREE && self.head_charge.is_none() {
+            if let Some((conn, budget)) = &self.heads {
+                if conn.phase() != crate::slots::Phase::Active {
+                    match budget.try_charge(self.max_request) {
+                        Some(c) => self.head_charge = Some(c),
+                        None => {
+                            return Poll::Ready(Err(io::Error::other(
+                                "a large request head and the memory budget spent",
+                            )))
+                        }
+                    }
+                }
+            }
         }
         Poll::Ready(Ok(()))
     }
@@ -238,7 +331,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             return Poll::Ready(taken);
         }
         this.answering();
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.watch(cx, r)
     }
 
     fn poll_write_vectored(
@@ -254,7 +348,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             }
         }
         this.answering();
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.watch(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -263,7 +358,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.poll_drain_out(cx))?;
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, r)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -296,7 +392,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             }
             this.drained = true;
         }
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let r = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, r)
     }
 }
 

@@ -115,9 +115,9 @@ fn cores() -> usize {
 }
 
 /// A child process (the server or the hello baseline), stopped with SIGTERM when dropped.
-struct ChildProc {
+pub(crate) struct ChildProc {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     /// Its output lines (the first 20,000), shown when it fails to start or to stop. Apart from
     /// the line that gives its address, nothing is read from them.
     log: Arc<std::sync::Mutex<Vec<String>>>,
@@ -126,7 +126,7 @@ struct ChildProc {
 impl ChildProc {
     /// Starts `binary args`, pinned to `cpu` if given, and waits for a line containing `marker`
     /// followed by the address (on standard error for the server, standard output for hello).
-    fn spawn(
+    pub(crate) fn spawn(
         binary: &Path,
         args: &[&str],
         cpu: Option<usize>,
@@ -192,21 +192,21 @@ impl ChildProc {
         Ok((ChildProc { child, addr, log }, elapsed))
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
-    fn reset_peak(&self) {
+    pub(crate) fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
     }
 
     /// Peak resident memory since the last reset, in MiB.
-    fn peak_rss_mib(&self) -> f64 {
+    pub(crate) fn peak_rss_mib(&self) -> f64 {
         proc_status_kib(self.pid(), "VmHWM:").map_or(f64::NAN, |k| k as f64 / 1024.0)
     }
 
-    fn stop(mut self) -> Result<(), String> {
+    pub(crate) fn stop(mut self) -> Result<(), String> {
         // SAFETY: kill with a pid we started and still own (not yet waited for).
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
@@ -266,7 +266,7 @@ fn cpu_us_per_unit(cpu_secs: Option<f64>, units: u64) -> f64 {
     }
 }
 
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+pub(crate) fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = text.lines().find(|l| l.starts_with(field))?;
     line[field.len()..]

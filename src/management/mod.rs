@@ -106,6 +106,10 @@ mod tests {
             metrics: Default::default(),
             access: crate::access::AccessLogger::new(crate::access::AccessLog::All),
             metrics_elsewhere: false,
+            budget: std::sync::Arc::new(crate::budget::MemoryBudget::new(
+                1 << 20,
+                std::time::Duration::ZERO,
+            )),
         }
     }
 
