@@ -89,6 +89,11 @@ pub async fn run(
         bulk: crate::bulk::BulkPool::start().map_err(|e| format!("cannot start threads: {e}"))?,
     });
 
+    let exporter = match &config.export {
+        Some(e) => Some(crate::export::Exporter::start(store.clone(), e.clone())?),
+        None => None,
+    };
+
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
     let max = config.limits.max_connections.max(1);
@@ -144,6 +149,9 @@ pub async fn run(
     }
     sentinel.abort();
     purger.abort();
+    if let Some(e) = exporter {
+        e.stop().await;
+    }
     drop(state);
     tokio::task::spawn_blocking(move || store.close())
         .await

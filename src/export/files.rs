@@ -1,0 +1,127 @@
+//! Replacing exported files so that a resolver never reads a half-written one, and a power cut
+//! leaves either the old or the new file.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// The temporary file a new version of `path` is written to before it is renamed over it: in the
+/// same directory (a rename is atomic only within one file system), hidden by its leading dot
+/// from the globs resolvers include files with (`org-*.unbound.conf`), and named after this
+/// process so that two writers never share one.
+fn temporary(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    dir_of(path).join(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+/// Whether a directory entry is a temporary file left by `replace` (by a process that died
+/// before renaming it).
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with('.') && name.contains(".tmp-")
+}
+
+fn dir_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Replaces `path` with `bytes`: written to a temporary file beside it, synced, then renamed over
+/// it, so that a reader sees the old file or the new one, never a part. The rename is durable
+/// once the directory is synced: `sync_dir` (which `write_atomically` does at once; the exporter
+/// does it once for all the files of a round, before the reload command runs).
+pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = temporary(path);
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Makes the renames and removals done in `dir` durable.
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// `replace`, then `sync_dir`: one file replaced atomically and durably.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    replace(path, bytes)
+        .and_then(|()| sync_dir(dir_of(path)))
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Removes `path` if it exists.
+pub fn remove(path: &Path) -> std::io::Result<bool> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replaced_file_has_the_new_content_and_no_temporary_file_is_left() {
+        let dir = crate::testdir::TempDir::new("export-files");
+        let path = dir.join("org-1.hosts");
+        write_atomically(&path, b"one\n").unwrap();
+        write_atomically(&path, b"two\n").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"two\n");
+        let names: Vec<String> = std::fs::read_dir(&*dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, vec!["org-1.hosts"]);
+        assert!(is_temporary(
+            &temporary(&path).file_name().unwrap().to_string_lossy()
+        ));
+        assert!(!is_temporary("org-1.hosts"));
+        assert!(remove(&path).unwrap());
+        assert!(!remove(&path).unwrap());
+    }
+
+    /// A reader that opened the old file keeps reading the old content whole while the new one is
+    /// put in place: the file is replaced, never rewritten in place.
+    #[test]
+    fn an_open_reader_keeps_the_old_file_whole() {
+        let dir = crate::testdir::TempDir::new("export-files-reader");
+        let path = dir.join("org-2.rpz");
+        write_atomically(&path, b"old content\n").unwrap();
+        let mut reader = std::fs::File::open(&path).unwrap();
+        write_atomically(&path, b"new\n").unwrap();
+        let mut seen = String::new();
+        std::io::Read::read_to_string(&mut reader, &mut seen).unwrap();
+        assert_eq!(seen, "old content\n");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new\n");
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_old_file_and_no_temporary_one() {
+        let dir = crate::testdir::TempDir::new("export-files-fail");
+        let path = dir.join("org-3.hosts");
+        write_atomically(&path, b"kept\n").unwrap();
+        // A directory where the file should go: the rename fails.
+        let blocked = dir.join("org-4.hosts");
+        std::fs::create_dir(&blocked).unwrap();
+        std::fs::write(blocked.join("x"), b"").unwrap();
+        assert!(write_atomically(&blocked, b"new\n").is_err());
+        let mut names: Vec<String> = std::fs::read_dir(&*dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, vec!["org-3.hosts", "org-4.hosts"]);
+        assert_eq!(std::fs::read(&path).unwrap(), b"kept\n");
+    }
+}
