@@ -536,6 +536,23 @@ impl Drop for Reloader {
     }
 }
 
+/// Kills a reload command's whole process group when dropped before the command ended (the
+/// server stopping, or the command running too long): `sh -c` may have started other processes,
+/// which would otherwise live on.
+struct Group(Option<u32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: sends a signal to the process group this exporter started (its leader's
+            // pid is the group's id); no memory is passed.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
 /// Runs the reload command once; returns what went wrong, if anything.
 async fn reload(cmd: Arc<str>) -> Option<String> {
     let started = Instant::now();
@@ -545,13 +562,21 @@ async fn reload(cmd: Arc<str>) -> Option<String> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
+        // A group of its own, so that all of it can be killed (see `Group`).
+        .process_group(0)
         .kill_on_drop(true)
         .spawn();
     let child = match child {
         Ok(c) => c,
         Err(e) => return Some(format!("cannot run the reload command {cmd:?}: {e}")),
     };
-    match tokio::time::timeout(RELOAD_TIMEOUT, child.wait_with_output()).await {
+    let mut group = Group(child.id());
+    let outcome = tokio::time::timeout(RELOAD_TIMEOUT, child.wait_with_output()).await;
+    if let Ok(Ok(_)) = &outcome {
+        // Ended: its group id may be reused from now on.
+        group.0 = None;
+    }
+    match outcome {
         Err(_) => Some(format!(
             "the reload command {cmd:?} still ran after {} s and was killed",
             RELOAD_TIMEOUT.as_secs()
