@@ -306,7 +306,14 @@ mod tests {
         assert!(out.contains(&format!(
             "; left out, too long for an RPZ trigger: {long}\n"
         )));
-        render(Format::Unbound, 1, &[long.clone()], &[], 1, &mut out);
+        render(
+            Format::Unbound,
+            1,
+            std::slice::from_ref(&long),
+            &[],
+            1,
+            &mut out,
+        );
         assert!(out.contains(&format!("\"{long}.\" always_nxdomain")));
     }
 
