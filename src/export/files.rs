@@ -28,14 +28,21 @@ fn dir_of(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
+/// The mode of a written file, whatever the process's umask (the packaged service runs with 0077):
+/// the resolvers that read the files run as users of their own. Who may reach the files is the
+/// directory's to decide.
+pub const MODE: u32 = 0o644;
+
 /// Replaces `path` with `bytes`: written to a temporary file beside it, synced, then renamed over
 /// it, so that a reader sees the old file or the new one, never a part. The rename is durable
 /// once the directory is synced: `sync_dir` (which `write_atomically` does at once; the exporter
 /// does it once for all the files of a round, before the reload command runs).
 pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
     let tmp = temporary(path);
     let result = (|| {
         let mut f = std::fs::File::create(&tmp)?;
+        f.set_permissions(std::fs::Permissions::from_mode(MODE))?;
         f.write_all(bytes)?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -89,6 +96,23 @@ mod tests {
         assert!(!is_temporary("org-1.hosts"));
         assert!(remove(&path).unwrap());
         assert!(!remove(&path).unwrap());
+    }
+
+    /// The files are readable by the resolvers' own users even under the packaged service's
+    /// umask of 0077.
+    #[test]
+    fn files_are_readable_by_others_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = crate::testdir::TempDir::new("export-files-mode");
+        let path = dir.join("org-5.unbound.conf");
+        // SAFETY: umask only sets this process's file creation mask (restored below).
+        let old = unsafe { libc::umask(0o077) };
+        let written = write_atomically(&path, b"server:\n");
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        written.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, MODE);
     }
 
     /// A reader that opened the old file keeps reading the old content whole while the new one is
