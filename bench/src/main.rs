@@ -4,6 +4,7 @@
 
 mod baseline;
 mod data;
+mod exports;
 mod load;
 mod run;
 
@@ -52,6 +53,15 @@ pub struct BenchArgs {
     /// management (the baselines always run)
     #[argh(option)]
     pub only: Option<String>,
+    /// run the server with --export-dir (a directory beside its data), so that the resolver
+    /// exporter keeps every organization's files current during the workloads: its cost on the
+    /// write path is the difference to a run without this switch
+    #[argh(switch)]
+    pub exports: bool,
+    /// instead of the benchmark: the exporter's cost on the write path, two servers (without and
+    /// with --export-dir) taking the ingest and single-event workloads in alternating windows
+    #[argh(switch)]
+    pub compare_exports: bool,
     /// the parasol binary to benchmark (default: `parasol` in this program's directory, e.g.
     /// target/release/parasol)
     #[argh(option)]
@@ -98,6 +108,7 @@ fn run_args(args: BenchArgs) -> i32 {
         ingest_batches: args.ingest_batches.unwrap_or(base.ingest_batches).max(1),
         deep_page: args.deep_page.unwrap_or(base.deep_page).max(1),
         pin: !args.no_pin,
+        exports: args.exports,
         keep: args.keep,
         only: args
             .only
@@ -105,6 +116,24 @@ fn run_args(args: BenchArgs) -> i32 {
             .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
         ..base
     };
+    if args.compare_exports {
+        let dir = std::env::temp_dir().join(format!("parasol-bench-{}", uuid::Uuid::new_v4()));
+        let result = std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))
+            .and_then(|()| exports::compare(&opts, &dir));
+        if opts.keep {
+            eprintln!("bench: data kept in {}", dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return match result {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench: {e}");
+                1
+            }
+        };
+    }
     match run::run(opts) {
         Ok(()) => 0,
         Err(e) => {

@@ -40,6 +40,8 @@ pub struct Options {
     pub pin: bool,
     /// Keep the data directory afterwards.
     pub keep: bool,
+    /// Start the server with `--export-dir`.
+    pub exports: bool,
     /// Run only these workloads (ingest, single, list, readers, delete, management); the
     /// baselines always run.
     pub only: Option<Vec<String>>,
@@ -60,6 +62,7 @@ impl Options {
             pin: true,
             keep: false,
             only: None,
+            exports: false,
         }
     }
 
@@ -78,8 +81,8 @@ impl Options {
     }
 }
 
-const SERVER_CPU: usize = 0;
-const CLIENT_CPU: usize = 1;
+pub(crate) const SERVER_CPU: usize = 0;
+pub(crate) const CLIENT_CPU: usize = 1;
 
 /// Runs an in-process baseline on a thread of its own, pinned to `cpu` (the server's) if given.
 fn on_cpu<T: Send + 'static>(
@@ -98,7 +101,7 @@ fn on_cpu<T: Send + 'static>(
 }
 
 /// Pins the calling thread (and the threads it starts later) to one core.
-fn pin_current_thread(cpu: usize) -> bool {
+pub(crate) fn pin_current_thread(cpu: usize) -> bool {
     // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -107,14 +110,14 @@ fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
-fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A child process (the server or the hello baseline), stopped with SIGTERM when dropped.
-struct ChildProc {
+pub(crate) struct ChildProc {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     /// Its output lines (the first 20,000), shown when it fails to start or to stop. Apart from
     /// the line that gives its address, nothing is read from them.
     log: Arc<std::sync::Mutex<Vec<String>>>,
@@ -123,7 +126,7 @@ struct ChildProc {
 impl ChildProc {
     /// Starts `binary args`, pinned to `cpu` if given, and waits for a line containing `marker`
     /// followed by the address (on standard error for the server, standard output for hello).
-    fn spawn(
+    pub(crate) fn spawn(
         binary: &Path,
         args: &[&str],
         cpu: Option<usize>,
@@ -189,8 +192,25 @@ impl ChildProc {
         Ok((ChildProc { child, addr, log }, elapsed))
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits (at most `limit`) for an output line containing `needle`; returns it.
+    pub(crate) fn wait_for_log(&self, needle: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(l) = self
+                .log
+                .lock()
+                .ok()
+                .and_then(|l| l.iter().find(|l| l.contains(needle)).cloned())
+            {
+                return Some(l);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
@@ -203,7 +223,7 @@ impl ChildProc {
         proc_status_kib(self.pid(), "VmHWM:").map_or(f64::NAN, |k| k as f64 / 1024.0)
     }
 
-    fn stop(mut self) -> Result<(), String> {
+    pub(crate) fn stop(mut self) -> Result<(), String> {
         // SAFETY: kill with a pid we started and still own (not yet waited for).
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
@@ -239,7 +259,7 @@ impl Drop for ChildProc {
 }
 
 /// CPU time (user and system) the process has used so far, in seconds.
-fn proc_cpu_secs(pid: u32) -> Option<f64> {
+pub(crate) fn proc_cpu_secs(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
@@ -320,7 +340,11 @@ fn verdict(ok: bool) -> &'static str {
 /// A figure against its target: `value` with `decimals` decimals, and the verdict. The figure is
 /// rounded toward the side of the target its verdict is on, so a figure that misses never prints
 /// as the target itself (39.96% of hello shows as 39.9%, not 40.0%), nor the reverse.
-fn against(value: f64, decimals: usize, meets: impl Fn(f64) -> bool) -> (String, &'static str) {
+pub(crate) fn against(
+    value: f64,
+    decimals: usize,
+    meets: impl Fn(f64) -> bool,
+) -> (String, &'static str) {
     let met = meets(value);
     if !value.is_finite() {
         // Nothing was measured.
@@ -483,7 +507,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     result
 }
 
-fn note(msg: impl AsRef<str>) {
+pub(crate) fn note(msg: impl AsRef<str>) {
     eprintln!("bench: {}", msg.as_ref());
 }
 
@@ -676,7 +700,9 @@ fn run_in(
     note(format!("starting {} serve", bin.display()));
     let rep_arg = rep_file.to_str().ok_or("temp path is not UTF-8")?;
     let data_arg = data_dir.to_str().ok_or("temp path is not UTF-8")?;
-    let serve_args = [
+    let export_dir = dir.join("exports");
+    let export_arg = export_dir.to_str().ok_or("temp path is not UTF-8")?;
+    let mut serve_args = vec![
         "serve",
         "--listen",
         "127.0.0.1:0",
@@ -687,8 +713,18 @@ fn run_in(
         "--log-level",
         "info",
     ];
+    if opts.exports {
+        serve_args.extend(["--export-dir", export_arg]);
+    }
     let (server, first_start) =
         ChildProc::spawn(bin, &serve_args, server_cpu, "ready: serving ", false)?;
+    if opts.exports {
+        // The first round writes every organization's files (the list workload's million names
+        // among them); the workloads measure the exporter keeping up with changes, not that.
+        note("waiting for the exporter's first round");
+        let written = server.wait_for_log("export: wrote the files of", Duration::from_secs(600));
+        note(written.ok_or("the exporter's first round did not finish within 600 s")?);
+    }
     let target = Target::new(server.addr, &cert)?;
 
     let mut m = Measure {
@@ -1116,8 +1152,17 @@ fn run_in(
         }
     );
     println!(
-        "{} domains pre-loaded in {:.1} s; reputation file {} lines; {}-second runs; {} events per 1 MiB batch",
-        opts.domains, preload_secs, opts.reputation_lines, opts.seconds, batch_events
+        "{} domains pre-loaded in {:.1} s; reputation file {} lines; {}-second runs; {} events per 1 MiB batch; {}",
+        opts.domains,
+        preload_secs,
+        opts.reputation_lines,
+        opts.seconds,
+        batch_events,
+        if opts.exports {
+            "exports on (--export-dir, every format)"
+        } else {
+            "exports off"
+        }
     );
     println!();
     println!(
