@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::*;
-use parasol::export::formats::{render, rpz_serial, serial_after, Format};
+use parasol::export::formats::{render_to_string, rpz_serial, serial_after, Format};
 use parasol::export::{ExportConfig, INTERVAL};
 use serde_json::{json, Value};
 
@@ -53,16 +53,7 @@ fn expected(
     serial: u32,
 ) -> String {
     let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-    let mut out = String::new();
-    render(
-        format,
-        org,
-        &own(blocked),
-        &own(exceptions),
-        serial,
-        &mut out,
-    );
-    out
+    render_to_string(format, org, &own(blocked), &own(exceptions), serial)
 }
 
 /// Waits until every resolver file of `org` holds exactly these lists.
@@ -305,6 +296,62 @@ async fn rewrites_are_coalesced() {
         "{rewrites} rewrites for {} changes in {elapsed:?}",
         CLIENTS * EACH
     );
+    s.stop().await;
+}
+
+/// A file is never seen half-written: a reader that opens it over and over while large lists are
+/// rewritten finds, every time, one whole version (the header, then two complete triggers per
+/// name, the last line ended).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_never_see_a_half_written_file() {
+    let s = start(&[Format::Rpz]).await;
+    let (org, key) = s.create_org("Large");
+    let path = exports_of(&s).join(format!("org-{org}.rpz"));
+    wait_for("the first file", || read(&path)).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let rules: Vec<&str> = text.lines().skip(5).collect();
+                assert!(
+                    text.ends_with('\n'),
+                    "a read ended mid-line: {} bytes",
+                    text.len()
+                );
+                assert!(rpz_serial(&text).is_some(), "no SOA in a read");
+                assert!(
+                    rules.len().is_multiple_of(2),
+                    "a read ended between a name's triggers"
+                );
+                for pair in rules.chunks(2) {
+                    let name = pair[0].strip_suffix(" CNAME .").unwrap();
+                    assert_eq!(pair[1], format!("*.{name} CNAME ."));
+                }
+                reads += 1;
+            }
+            reads
+        })
+    };
+    // Batches of 2,000 new names each: every rewrite is some hundreds of kilobytes.
+    for b in 0..10 {
+        let names: Vec<String> = (0..2000)
+            .map(|i| format!("n{i}.batch{b}.half-written.example"))
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        post(&s, &key, &names).await;
+    }
+    wait_for("the last batch in the file", || {
+        read(&path)?
+            .contains("\n*.n1999.batch9.half-written.example CNAME .\n")
+            .then_some(())
+    })
+    .await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reads = reader.join().expect("every read was one whole file");
+    assert!(reads > 0);
     s.stop().await;
 }
 

@@ -219,7 +219,7 @@ impl ChildProc {
     }
 
     /// Peak resident memory since the last reset, in MiB.
-    fn peak_rss_mib(&self) -> f64 {
+    pub(crate) fn peak_rss_mib(&self) -> f64 {
         proc_status_kib(self.pid(), "VmHWM:").map_or(f64::NAN, |k| k as f64 / 1024.0)
     }
 

@@ -200,9 +200,8 @@ fn export(a: Export) -> Result<Value, String> {
     let previous = std::fs::read_to_string(&path)
         .ok()
         .and_then(|t| formats::rpz_serial(&t));
-    let mut text = String::new();
     let serial = formats::next_serial(previous, now());
-    formats::render(format, a.org, &blocked, &exceptions, serial, &mut text);
+    let text = formats::render_to_string(format, a.org, &blocked, &exceptions, serial);
     write_atomically(&path, text.as_bytes())?;
     Ok(json!({
         "org": a.org,

@@ -33,17 +33,22 @@ fn dir_of(path: &Path) -> &Path {
 /// directory's to decide.
 pub const MODE: u32 = 0o644;
 
-/// Replaces `path` with `bytes`: written to a temporary file beside it, synced, then renamed over
-/// it, so that a reader sees the old file or the new one, never a part. The rename is durable
-/// once the directory is synced: `sync_dir` (which `write_atomically` does at once; the exporter
-/// does it once for all the files of a round, before the reload command runs).
-pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+/// Replaces `path` with what `write` writes: written to a temporary file beside it, synced, then
+/// renamed over it, so that a reader sees the old file or the new one, never a part. The rename is
+/// durable once the directory is synced: `sync_dir` (which `write_atomically` does at once; the
+/// exporter does it once for all the files of a round, before the reload command runs).
+pub fn replace_with(
+    path: &Path,
+    write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let tmp = temporary(path);
     let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
+        let f = std::fs::File::create(&tmp)?;
         f.set_permissions(std::fs::Permissions::from_mode(MODE))?;
-        f.write_all(bytes)?;
+        let mut w = std::io::BufWriter::with_capacity(256 * 1024, f);
+        write(&mut w)?;
+        let f = w.into_inner().map_err(|e| e.into_error())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
     })();
@@ -51,6 +56,11 @@ pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// `replace_with` for bytes at hand.
+pub fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    replace_with(path, |w| w.write_all(bytes))
 }
 
 /// Makes the renames and removals done in `dir` durable.

@@ -4,7 +4,7 @@
 //! with everything below it, except the allow-listed names under a listed one (the
 //! "exceptions"), which resolve normally with everything below them.
 
-use std::fmt::Write as _;
+use std::io::Write;
 
 /// A way of writing an organization's effective block list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -113,90 +113,103 @@ fn fits_rpz(name: &str) -> bool {
     2 + name.len() + 1 + RPZ_MAX_ZONE_NAME + 2 <= 255
 }
 
-/// Writes the list in `format` to `out` (emptied first). `serial` is the RPZ zone's SOA serial.
+/// Writes the list in `format` to `w` (a file's buffered writer: a list of a million names is
+/// never held as one text). `serial` is the RPZ zone's SOA serial.
 pub fn render(
     format: Format,
     org: i64,
     blocked: &[String],
     exceptions: &[String],
     serial: u32,
-    out: &mut String,
-) {
-    out.clear();
-    // Writing to a String cannot fail.
-    let w = out;
+    w: &mut impl Write,
+) -> std::io::Result<()> {
     match format {
         Format::Rpz => {
-            let _ = write!(
+            write!(
                 w,
                 "; Parasol: the effective block list of organization {org}, as a response-policy \
                  zone.\n; Replaced whole whenever it changes; the serial increases every time.\n\
                  $TTL 60\n\
                  @ IN SOA localhost. hostmaster.localhost. {serial} 3600 600 86400 60\n\
                  @ IN NS localhost.\n"
-            );
+            )?;
             // An exact trigger and a wildcard for each name: the most specific trigger applies,
             // so an exception's passthru wins below it over the block of a listed parent.
             for n in exceptions.iter().filter(|n| fits_rpz(n)) {
-                let _ = writeln!(w, "{n} CNAME rpz-passthru.\n*.{n} CNAME rpz-passthru.");
+                writeln!(w, "{n} CNAME rpz-passthru.\n*.{n} CNAME rpz-passthru.")?;
             }
             for n in blocked.iter().filter(|n| fits_rpz(n)) {
-                let _ = writeln!(w, "{n} CNAME .\n*.{n} CNAME .");
+                writeln!(w, "{n} CNAME .\n*.{n} CNAME .")?;
             }
             for n in blocked.iter().chain(exceptions).filter(|n| !fits_rpz(n)) {
-                let _ = writeln!(w, "; left out, too long for an RPZ trigger: {n}");
+                writeln!(w, "; left out, too long for an RPZ trigger: {n}")?;
             }
         }
         Format::Unbound => {
-            let _ = writeln!(
+            writeln!(
                 w,
                 "# Parasol: the effective block list of organization {org}, for Unbound.\n\
                  # Replaced whole whenever it changes. Include it in unbound.conf.\n\
                  server:"
-            );
+            )?;
             // A local zone covers its name and everything below it; the most specific zone
             // applies, so an exception's transparent zone wins below it.
             for n in blocked {
-                let _ = writeln!(w, "    local-zone: \"{n}.\" always_nxdomain");
+                writeln!(w, "    local-zone: \"{n}.\" always_nxdomain")?;
             }
             for n in exceptions {
-                let _ = writeln!(w, "    local-zone: \"{n}.\" always_transparent");
+                writeln!(w, "    local-zone: \"{n}.\" always_transparent")?;
             }
         }
         Format::Dnsmasq => {
-            let _ = writeln!(
+            writeln!(
                 w,
                 "# Parasol: the effective block list of organization {org}, for dnsmasq.\n\
                  # Replaced whole whenever it changes. Use it as servers-file= (re-read on SIGHUP)\n\
                  # or conf-file= (read at start)."
-            );
+            )?;
             // `server=/name/` with no server answers NXDOMAIN for the name and everything below
             // it; `server=/name/#` sends the name and everything below it to the usual upstream
             // servers. dnsmasq applies the longest matching domain, so an exception wins below
             // it over its listed parent.
             for n in blocked {
-                let _ = writeln!(w, "server=/{n}/");
+                writeln!(w, "server=/{n}/")?;
             }
             for n in exceptions {
-                let _ = writeln!(w, "server=/{n}/#");
+                writeln!(w, "server=/{n}/#")?;
             }
         }
         Format::Hosts => {
-            let _ = writeln!(
+            writeln!(
                 w,
                 "# Parasol: the effective block list of organization {org}, as a hosts file.\n\
                  # The listed names only: a hosts file cannot block subdomains."
-            );
+            )?;
             for n in blocked {
-                let _ = writeln!(w, "0.0.0.0 {n}");
+                writeln!(w, "0.0.0.0 {n}")?;
             }
         }
         Format::Plain => {
             for n in blocked {
-                let _ = writeln!(w, "{n}");
+                writeln!(w, "{n}")?;
             }
         }
     }
+    Ok(())
+}
+
+/// `render` into a string (the command line's export without a file, and tests).
+pub fn render_to_string(
+    format: Format,
+    org: i64,
+    blocked: &[String],
+    exceptions: &[String],
+    serial: u32,
+) -> String {
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = render(format, org, blocked, exceptions, serial, &mut out);
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The SOA serial of an RPZ file written by `render`, if `text` is one.
@@ -231,16 +244,13 @@ mod tests {
     }
 
     fn rendered(format: Format) -> String {
-        let mut out = String::new();
-        render(
+        render_to_string(
             format,
             7,
             &s(&["bad.example", "evil.test"]),
             &s(&["good.bad.example"]),
             42,
-            &mut out,
-        );
-        out
+        )
     }
 
     #[test]
@@ -276,10 +286,9 @@ mod tests {
 
     #[test]
     fn an_empty_list_is_still_a_valid_file() {
-        let mut out = String::new();
-        render(Format::Rpz, 3, &[], &[], 1, &mut out);
+        let out = render_to_string(Format::Rpz, 3, &[], &[], 1);
         assert!(out.ends_with("@ IN NS localhost.\n"));
-        render(Format::Unbound, 3, &[], &[], 1, &mut out);
+        let out = render_to_string(Format::Unbound, 3, &[], &[], 1);
         assert!(out.ends_with("server:\n"));
     }
 
@@ -292,28 +301,13 @@ mod tests {
         let long = format!("{label}.{label}.{label}.{}.test", "b".repeat(40));
         let fits = format!("{}.test", "c".repeat(210));
         assert!(fits_rpz(&fits) && !fits_rpz(&long));
-        let mut out = String::new();
-        render(
-            Format::Rpz,
-            1,
-            &[long.clone(), fits.clone()],
-            &[],
-            1,
-            &mut out,
-        );
+        let out = render_to_string(Format::Rpz, 1, &[long.clone(), fits.clone()], &[], 1);
         assert!(!out.contains(&format!("\n{long} CNAME")));
         assert!(out.contains(&format!("\n*.{fits} CNAME .\n")));
         assert!(out.contains(&format!(
             "; left out, too long for an RPZ trigger: {long}\n"
         )));
-        render(
-            Format::Unbound,
-            1,
-            std::slice::from_ref(&long),
-            &[],
-            1,
-            &mut out,
-        );
+        let out = render_to_string(Format::Unbound, 1, std::slice::from_ref(&long), &[], 1);
         assert!(out.contains(&format!("\"{long}.\" always_nxdomain")));
     }
 

@@ -299,7 +299,6 @@ impl FileWriter {
                     dir,
                     formats,
                     serials: HashMap::new(),
-                    text: String::new(),
                 };
                 while let Ok(job) = queue.recv() {
                     files.run(job);
@@ -356,8 +355,6 @@ struct Files {
     /// The RPZ serial last written for each organization (read from its file when first needed,
     /// so that serials keep increasing across restarts).
     serials: HashMap<i64, u32>,
-    /// The text being written, kept between files for its allocation.
-    text: String,
 }
 
 impl Files {
@@ -382,10 +379,6 @@ impl Files {
                     reply.send(files::sync_dir(&self.dir).map_err(|e| self.failed(&self.dir, e)));
             }
         }
-        // A large list's text is not kept between rounds.
-        if self.text.capacity() > 1 << 20 {
-            self.text = String::new();
-        }
     }
 
     fn failed(&self, path: &Path, e: std::io::Error) -> String {
@@ -406,8 +399,10 @@ impl Files {
                 }
                 _ => 0,
             };
-            formats::render(format, org, blocked, exceptions, serial, &mut self.text);
-            files::replace(&path, self.text.as_bytes()).map_err(|e| self.failed(&path, e))?;
+            files::replace_with(&path, |w| {
+                formats::render(format, org, blocked, exceptions, serial, w)
+            })
+            .map_err(|e| self.failed(&path, e))?;
             if format == Format::Rpz {
                 self.serials.insert(org, serial);
             }
