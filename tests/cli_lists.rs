@@ -311,3 +311,65 @@ async fn a_missing_object_is_worded_the_same_in_every_command() {
         assert!(err.starts_with(want), "{line}: {err}");
     }
 }
+
+/// `blocklist export` writes every resolver format the server's exporter writes, the same text,
+/// and an RPZ file written over an older one continues its serial.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocklist_export_writes_the_exporters_formats() {
+    use parasol::export::formats::{render_to_string, rpz_serial, serial_after, Format};
+    let s = TestServer::start().await;
+    let (org, key) = s.create_org("Exported once");
+    let r = s
+        .post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &json!([event("bad.example"), event("evil.test")]),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    ok(
+        &s,
+        &format!("allow add --org {org} --name good.bad.example"),
+    );
+    let out = s.dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+    let names = |v: &[&str]| v.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    for format in [
+        Format::Unbound,
+        Format::Dnsmasq,
+        Format::Hosts,
+        Format::Plain,
+    ] {
+        let path = out.join(format.file_name(org));
+        let v = ok(
+            &s,
+            &format!(
+                "blocklist export --org {org} --format {} --output {}",
+                format.name(),
+                path.display()
+            ),
+        );
+        assert_eq!(v["entries"], 2);
+        assert_eq!(v["exceptions"], 1);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            render_to_string(
+                format,
+                org,
+                &names(&["bad.example", "evil.test"]),
+                &names(&["good.bad.example"]),
+                0
+            ),
+            "{format:?}"
+        );
+    }
+    let rpz = out.join(Format::Rpz.file_name(org));
+    let line = format!(
+        "blocklist export --org {org} --format rpz --output {}",
+        rpz.display()
+    );
+    ok(&s, &line);
+    let first = rpz_serial(&std::fs::read_to_string(&rpz).unwrap()).unwrap();
+    ok(&s, &line);
+    let second = rpz_serial(&std::fs::read_to_string(&rpz).unwrap()).unwrap();
+    assert!(serial_after(second, first), "{second} after {first}");
+}
