@@ -1,8 +1,9 @@
 //! The router: (method, path) -> a typed endpoint, with no I/O. Paths under `/1.0/` belong to the
 //! enforcement interface, paths under `/v1/` to the management interface, and Parasol's own
 //! endpoints under `/parasol/v1/` (authenticated and scoped like the management interface's
-//! organization paths) are answered in the management interface's shape; anything else is a 404
-//! in the enforcement error shape.
+//! organization paths) are answered in the management interface's shape; Parasol's own paths
+//! at the top (`/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`) answer errors in the
+//! enforcement shape, and so does anything else, with a 404.
 
 use hyper::Method;
 
@@ -20,6 +21,22 @@ pub enum Interface {
 pub enum Route {
     Enf(EnfEndpoint),
     Mgmt(MgmtEndpoint),
+    /// Parasol's own paths, outside both interfaces (no authentication).
+    Own(OwnEndpoint),
+}
+
+/// Parasol's own paths (decisions.md), for operators and integrators: health, readiness,
+/// metrics and the OpenAPI document. Each has GET only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnEndpoint {
+    /// `GET /healthz`: the process answers.
+    Healthz,
+    /// `GET /readyz`: the store takes writes.
+    Readyz,
+    /// `GET /metrics`: the Prometheus text format.
+    Metrics,
+    /// `GET /openapi.yaml`: the OpenAPI document of both interfaces.
+    OpenApi,
 }
 
 /// Endpoints of the enforcement interface.
@@ -164,6 +181,16 @@ pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
         Some((&"v1", tail)) => management(method, tail).map(Route::Mgmt),
         Some((&"parasol", ["v1", tail @ ..])) => parasol(method, tail).map(Route::Mgmt),
         Some((&"parasol", _)) => Err(RouteError::NotFound(Interface::Management)),
+        Some((own, [])) => {
+            let ep = match *own {
+                "healthz" => OwnEndpoint::Healthz,
+                "readyz" => OwnEndpoint::Readyz,
+                "metrics" => OwnEndpoint::Metrics,
+                "openapi.yaml" => OwnEndpoint::OpenApi,
+                _ => return Err(RouteError::NotFound(Interface::Enforcement)),
+            };
+            pick(Interface::Enforcement, method, "GET", [(Method::GET, ep)]).map(Route::Own)
+        }
         _ => Err(RouteError::NotFound(Interface::Enforcement)),
     }
 }
@@ -415,6 +442,12 @@ impl Route {
                 }
             },
             Route::Mgmt(m) => m.template(),
+            Route::Own(o) => match o {
+                OwnEndpoint::Healthz => "/healthz",
+                OwnEndpoint::Readyz => "/readyz",
+                OwnEndpoint::Metrics => "/metrics",
+                OwnEndpoint::OpenApi => "/openapi.yaml",
+            },
         }
     }
 }
@@ -538,13 +571,15 @@ impl Route {
                 ParasolEndpoint::AllowList(AllowListEndpoint::Add) => Method::POST,
                 ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => Method::DELETE,
             },
+            Route::Own(_) => Method::GET,
         }
     }
 
     /// A number for each kind of route (each leaf of the endpoint types), from 0 to
     /// `ROUTE_KINDS - 1`. The match is exhaustive, so a new kind of endpoint does not compile
-    /// until it has a number here, and a test then wants it in `Route::every`.
-    fn kind(&self) -> usize {
+    /// until it has a number here, and a test then wants it in `Route::every`. The metrics keep
+    /// their per-route counters in an array indexed by it.
+    pub fn kind(&self) -> usize {
         use EnfEndpoint::*;
         use MgmtEndpoint::*;
         use OrgEndpoint::*;
@@ -579,6 +614,21 @@ impl Route {
                 ParasolEndpoint::AllowList(AllowListEndpoint::Add) => 44,
                 ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => 45,
             },
+            Route::Own(o) => match o {
+                OwnEndpoint::Healthz => 46,
+                OwnEndpoint::Readyz => 47,
+                OwnEndpoint::Metrics => 48,
+                OwnEndpoint::OpenApi => 49,
+            },
+        }
+    }
+
+    /// The interface a route belongs to, as metrics and the access log name it.
+    pub fn interface_name(&self) -> &'static str {
+        match self {
+            Route::Enf(_) => "enforcement",
+            Route::Mgmt(_) => "management",
+            Route::Own(_) => "parasol",
         }
     }
 
@@ -657,14 +707,21 @@ impl Route {
         ] {
             out.push(Route::Mgmt(Parasol { org: 7, ep }));
         }
+        for o in [
+            OwnEndpoint::Healthz,
+            OwnEndpoint::Readyz,
+            OwnEndpoint::Metrics,
+            OwnEndpoint::OpenApi,
+        ] {
+            out.push(Route::Own(o));
+        }
         out.sort_by_key(Route::kind);
         out
     }
 }
 
 /// How many kinds of route there are (see `Route::kind`).
-#[cfg(test)]
-const ROUTE_KINDS: usize = 46;
+pub const ROUTE_KINDS: usize = 50;
 
 /// Every route the server answers: its method and path template, as the OpenAPI document lists
 /// them (routes that differ only in how they read a parameter share a template).
@@ -799,6 +856,25 @@ mod tests {
     }
 
     #[test]
+    fn parasols_own_paths_take_get_and_answer_errors_in_the_enforcement_shape() {
+        for (p, ep) in [
+            ("/healthz", OwnEndpoint::Healthz),
+            ("/readyz/", OwnEndpoint::Readyz),
+            ("/metrics", OwnEndpoint::Metrics),
+            ("/openapi.yaml", OwnEndpoint::OpenApi),
+        ] {
+            assert_eq!(r(Method::GET, p), Ok(Route::Own(ep)), "{p}");
+            assert_eq!(
+                r(Method::POST, p),
+                Err(RouteError::MethodNotAllowed(Interface::Enforcement, "GET"))
+            );
+        }
+        for p in ["/healthz/x", "/openapi.json", "/1.0/healthz", "/v1/metrics"] {
+            assert!(r(Method::GET, p).is_err(), "{p}");
+        }
+    }
+
+    #[test]
     fn management_routes_are_nested_by_tenant() {
         use MgmtEndpoint::*;
         let cases: Vec<(Method, &str, MgmtEndpoint)> = vec![
@@ -901,7 +977,7 @@ mod tests {
         for r in &every {
             assert_eq!(route(&r.method(), &path_of(r)).as_ref(), Ok(r), "{r:?}");
         }
-        assert_eq!(routes().len(), 45, "one template for two kinds of delete");
+        assert_eq!(routes().len(), 49, "one template for two kinds of delete");
     }
 
     #[test]

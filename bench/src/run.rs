@@ -45,6 +45,8 @@ pub struct Options {
     /// Run only these workloads (ingest, single, list, readers, delete, management); the
     /// baselines always run.
     pub only: Option<Vec<String>>,
+    /// More arguments for `parasol serve`.
+    pub serve_args: Vec<String>,
 }
 
 impl Options {
@@ -63,6 +65,7 @@ impl Options {
             keep: false,
             only: None,
             exports: false,
+            serve_args: Vec::new(),
         }
     }
 
@@ -214,7 +217,7 @@ impl ChildProc {
     }
 
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
-    fn reset_peak(&self) {
+    pub(crate) fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
     }
 
@@ -283,7 +286,7 @@ fn cpu_us_per_unit(cpu_secs: Option<f64>, units: u64) -> f64 {
     }
 }
 
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+pub(crate) fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = text.lines().find(|l| l.starts_with(field))?;
     line[field.len()..]
@@ -716,6 +719,7 @@ fn run_in(
     if opts.exports {
         serve_args.extend(["--export-dir", export_arg]);
     }
+    serve_args.extend(opts.serve_args.iter().map(String::as_str));
     let (server, first_start) =
         ChildProc::spawn(bin, &serve_args, server_cpu, "ready: serving ", false)?;
     if opts.exports {
@@ -908,13 +912,18 @@ fn run_in(
             single_source(22, true),
         );
         if let Some(r) = m.rows.last_mut() {
+            // The target: within 10 ms of what this machine's scheduling alone does to the tail
+            // of a server with nothing to do, the hello server's own open loop at 80% of its
+            // maximum in the same run.
             let p99 = open.pct_ms(0.99);
-            let (shown, met) = against(p99, if p99 < 10.0 { 2 } else { 1 }, |ms| ms < 20.0);
+            let hello_p99 = hello_open.pct_ms(0.99);
+            let (shown, met) = against(p99 - hello_p99, 1, |ms| ms <= 10.0);
             r.target = format!(
-                "p99 {shown} ms (< 20 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
+                "p99 {} ms, {shown} ms above hello's own at 80% ({} ms) (<= 10 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); disk fsync p99 {} ms",
+                fmt_ms(p99),
+                fmt_ms(hello_p99),
                 fmt_spells(&open),
                 fmt_ms(open.late_pct_ms(0.99)),
-                fmt_ms(hello_open.pct_ms(0.99)),
                 fmt_ms(fsync.pct_ms(0.99))
             );
         }

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::org_resources::{delete_item, OrgItem, OrgItems};
@@ -20,14 +20,14 @@ use crate::management::roaming::roaming_input;
 use crate::timefmt::now;
 
 /// Networks (egress addresses) of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "network")]
 pub struct NetworkCmd {
     #[argh(subcommand)]
     pub action: NetworkAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum NetworkAction {
     Register(NetworkRegister),
@@ -36,7 +36,7 @@ pub enum NetworkAction {
 }
 
 /// Register a network; prints its record (originId is the networkId).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct NetworkRegister {
     /// data directory (default ./parasol-data)
@@ -66,14 +66,14 @@ pub struct NetworkRegister {
 }
 
 /// Roaming computers of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "roaming")]
 pub struct RoamingCmd {
     #[argh(subcommand)]
     pub action: RoamingAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum RoamingAction {
@@ -98,7 +98,7 @@ pub struct RoamingDelete {
 }
 
 /// Register a roaming computer; prints its record.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct RoamingRegister {
     /// data directory (default ./parasol-data)
@@ -143,14 +143,14 @@ pub struct RoamingRegister {
 }
 
 /// Virtual appliances of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "va")]
 pub struct VaCmd {
     #[argh(subcommand)]
     pub action: VaAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum VaAction {
@@ -161,7 +161,7 @@ pub enum VaAction {
 
 /// Register a virtual appliance on a site; prints its record (originId is the
 /// virtualApplianceId).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct VaRegister {
     /// data directory (default ./parasol-data)

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use super::{default_data_dir, no, store_err, with_store};
@@ -13,14 +13,14 @@ use crate::export::formats::{self, Format};
 use crate::timefmt::now;
 
 /// A customer's allow list (wins over the domain list when blocking).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "allow")]
 pub struct AllowCmd {
     #[argh(subcommand)]
     pub action: AllowAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum AllowAction {
     Add(AllowEdit),
@@ -29,7 +29,7 @@ pub enum AllowAction {
 }
 
 /// Add a name (and everything below it) to the allow list.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "add")]
 pub struct AllowEdit {
     /// data directory (default ./parasol-data)
@@ -44,7 +44,7 @@ pub struct AllowEdit {
 }
 
 /// Remove a name from the allow list.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "remove")]
 pub struct AllowRemove {
     /// data directory (default ./parasol-data)
@@ -59,7 +59,7 @@ pub struct AllowRemove {
 }
 
 /// List the allow list.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct AllowList {
     /// data directory (default ./parasol-data)
@@ -71,14 +71,14 @@ pub struct AllowList {
 }
 
 /// A customer's effective block list (domain list minus allow list).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "blocklist")]
 pub struct BlocklistCmd {
     #[argh(subcommand)]
     pub action: BlocklistAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum BlocklistAction {
     Export(Export),
@@ -89,7 +89,7 @@ pub enum BlocklistAction {
 /// (a response-policy zone), `unbound` (local-zone lines) or `dnsmasq` (server= lines); the last
 /// three block each name with its subdomains and let allow-listed names under them through.
 /// `parasol serve --export-dir` keeps such files current by itself.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "export")]
 pub struct Export {
     /// data directory (default ./parasol-data)
@@ -108,7 +108,7 @@ pub struct Export {
 }
 
 /// Tell whether a name is blocked for the organization, and by which entries.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "check")]
 pub struct Check {
     /// data directory (default ./parasol-data)

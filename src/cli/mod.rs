@@ -3,6 +3,7 @@
 //! and exits with status 1.
 
 mod backup;
+mod completions;
 mod devices;
 mod init;
 mod lists;
@@ -12,27 +13,28 @@ mod tenants;
 
 use std::path::{Path, PathBuf};
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use crate::store::sqlite::Role;
 use crate::store::{Store, StoreError};
 
 /// Parasol: on-premises enforcement and management interfaces of a DNS-security service.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 pub struct Cli {
     /// print the version and exit
-    #[argh(switch)]
+    #[argh(switch, short = 'V')]
     pub version: bool,
     #[argh(subcommand)]
     pub command: Option<Command>,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum Command {
     Serve(serve::ServeArgs),
     Init(init::InitCmd),
+    Completions(completions::CompletionsCmd),
     Provider(tenants::ProviderCmd),
     Msp(tenants::MspCmd),
     Org(tenants::OrgCmd),
@@ -59,8 +61,7 @@ pub(crate) fn default_data_dir() -> PathBuf {
 /// Runs the parsed command line; returns the process exit status.
 pub fn main(cli: Cli) -> i32 {
     if cli.version {
-        println!("parasol {}", env!("CARGO_PKG_VERSION"));
-        return 0;
+        return print_text(&format!("parasol {}", env!("CARGO_PKG_VERSION")));
     }
     let Some(command) = cli.command else {
         eprintln!(
@@ -71,6 +72,12 @@ pub fn main(cli: Cli) -> i32 {
     };
     let result = match command {
         Command::Serve(args) => return serve::run(args),
+        Command::Completions(c) => {
+            return match completions::script(&c) {
+                Ok(s) => print_text(s.trim_end()),
+                Err(e) => print_result(Err(e)),
+            }
+        }
         Command::Init(c) => init::init(c),
         Command::Provider(c) => tenants::provider(c),
         Command::Msp(c) => tenants::msp(c),
@@ -95,12 +102,25 @@ pub fn main(cli: Cli) -> i32 {
 /// Prints a command's JSON result, or its error as JSON on standard error.
 pub(crate) fn print_result(result: Result<Value, String>) -> i32 {
     match result {
-        Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            0
-        }
+        Ok(v) => print_text(&serde_json::to_string_pretty(&v).unwrap_or_default()),
         Err(e) => {
             eprintln!("{}", json!({ "error": e }));
+            1
+        }
+    }
+}
+
+/// Writes `text` and a newline to standard output; the exit status. A reader that went away
+/// (`parasol credential list | head -1`) ends the command quietly with status 0, as other Unix
+/// tools do, instead of an error (Rust ignores SIGPIPE, so the write fails with EPIPE).
+pub(crate) fn print_text(text: &str) -> i32 {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("{}", json!({ "error": format!("standard output: {e}") }));
             1
         }
     }

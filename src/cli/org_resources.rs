@@ -5,7 +5,7 @@
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::tenants::to_flag_message;
@@ -96,14 +96,14 @@ fn object(v: Value) -> Map<String, Value> {
 }
 
 /// Sites of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "site")]
 pub struct SiteCmd {
     #[argh(subcommand)]
     pub action: SiteAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum SiteAction {
     Create(SiteCreate),
@@ -112,7 +112,7 @@ pub enum SiteAction {
 }
 
 /// Create a site; prints it as the management interface shows it.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct SiteCreate {
     /// data directory (default ./parasol-data)
@@ -152,14 +152,14 @@ pub fn site(cmd: SiteCmd) -> Result<Value, String> {
 }
 
 /// Internal networks of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "internal-network")]
 pub struct InternalNetworkCmd {
     #[argh(subcommand)]
     pub action: InternalNetworkAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum InternalNetworkAction {
     Create(InternalNetworkCreate),
@@ -168,7 +168,7 @@ pub enum InternalNetworkAction {
 }
 
 /// Create an internal network; prints it as the management interface shows it.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct InternalNetworkCreate {
     /// data directory (default ./parasol-data)
@@ -239,14 +239,14 @@ pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
 }
 
 /// Users of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "user")]
 pub struct UserCmd {
     #[argh(subcommand)]
     pub action: UserAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum UserAction {
     Create(UserCreate),
@@ -255,7 +255,7 @@ pub enum UserAction {
 }
 
 /// Create a user; prints it as the management interface shows it (never the password).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct UserCreate {
     /// data directory (default ./parasol-data)
@@ -311,7 +311,14 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
                 .lock()
                 .read_line(&mut line)
                 .map_err(|e| format!("standard input: {e}"))?;
-            line.trim_end_matches(['\n', '\r']).to_string()
+            let password = line.trim_end_matches(['\n', '\r']);
+            if password.is_empty() {
+                return Err(
+                    "--password-stdin: standard input gave no password (an empty first line)"
+                        .into(),
+                );
+            }
+            password.to_string()
         }
         (None, false) => return Err("--password or --password-stdin is required".into()),
     };
@@ -342,21 +349,21 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
 }
 
 /// Subscribable packages (the `packageId` of providers and customers).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "package")]
 pub struct PackageCmd {
     #[argh(subcommand)]
     pub action: PackageAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum PackageAction {
     List(PackageList),
 }
 
 /// List the packages with their ids.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct PackageList {
     /// data directory (default ./parasol-data)

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use super::{default_data_dir, no, no_flag, printed, store_err, with_store};
@@ -13,14 +13,14 @@ use crate::store::{NewServiceProvider, Parent, Scope, StoreError};
 use crate::timefmt::{now, parse_rfc3339, rfc3339};
 
 /// Service providers.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "provider")]
 pub struct ProviderCmd {
     #[argh(subcommand)]
     pub action: ProviderAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum ProviderAction {
     Create(ProviderCreate),
@@ -59,7 +59,7 @@ fn delete_parent_err(kind: &'static str, id: i64) -> impl FnOnce(StoreError) -> 
 }
 
 /// Create a service provider; prints its id and record.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct ProviderCreate {
     /// data directory (default ./parasol-data)
@@ -148,14 +148,14 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
 }
 
 /// Managed-service providers (MSPs).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "msp")]
 pub struct MspCmd {
     #[argh(subcommand)]
     pub action: MspAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum MspAction {
     Create(MspCreate),
@@ -185,7 +185,7 @@ pub struct MspDelete {
 }
 
 /// Create an MSP; prints its id.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct MspCreate {
     /// data directory (default ./parasol-data)
@@ -227,14 +227,14 @@ pub fn msp(cmd: MspCmd) -> Result<Value, String> {
 }
 
 /// Organizations (a customer of a service provider or an MSP, or stand-alone).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "org")]
 pub struct OrgCmd {
     #[argh(subcommand)]
     pub action: OrgAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum OrgAction {
@@ -253,7 +253,7 @@ pub struct OrgList {
 }
 
 /// Create an organization with its default site and customer key.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct OrgCreate {
     /// data directory (default ./parasol-data)
@@ -304,7 +304,7 @@ pub struct OrgCreate {
 }
 
 /// Delete an organization with all of its data; its customer keys stop working.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "delete")]
 pub struct OrgDelete {
     /// data directory (default ./parasol-data)
@@ -436,14 +436,14 @@ pub(super) fn to_flag_message(m: &str) -> String {
 }
 
 /// Enforcement customer keys.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "key")]
 pub struct KeyCmd {
     #[argh(subcommand)]
     pub action: KeyAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum KeyAction {
     Create(KeyCreate),
@@ -453,7 +453,7 @@ pub enum KeyAction {
 }
 
 /// Issue an additional customer key for an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct KeyCreate {
     /// data directory (default ./parasol-data)
@@ -465,7 +465,7 @@ pub struct KeyCreate {
 }
 
 /// List an organization's customer keys, revoked ones included.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct KeyList {
     /// data directory (default ./parasol-data)
@@ -477,7 +477,7 @@ pub struct KeyList {
 }
 
 /// Revoke one customer key: requests with it get 403 from then on.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "revoke")]
 pub struct KeyRevoke {
     /// data directory (default ./parasol-data)
@@ -489,7 +489,7 @@ pub struct KeyRevoke {
 }
 
 /// Revoke all of an organization's keys and issue a new one.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "rotate")]
 pub struct KeyRotate {
     /// data directory (default ./parasol-data)
@@ -539,14 +539,14 @@ pub fn key(cmd: KeyCmd) -> Result<Value, String> {
 }
 
 /// Management API credentials (HTTP Basic key and secret).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "credential")]
 pub struct CredentialCmd {
     #[argh(subcommand)]
     pub action: CredentialAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum CredentialAction {
     Create(CredentialCreate),
@@ -555,7 +555,7 @@ pub enum CredentialAction {
 }
 
 /// Issue a credential bound to one scope; the secret is shown only here.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct CredentialCreate {
     /// data directory (default ./parasol-data)
@@ -576,7 +576,7 @@ pub struct CredentialCreate {
 }
 
 /// List credentials (never secrets).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct CredentialList {
     /// data directory (default ./parasol-data)
@@ -585,7 +585,7 @@ pub struct CredentialList {
 }
 
 /// Revoke a credential: requests with it get 401 from then on.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "revoke")]
 pub struct CredentialRevoke {
     /// data directory (default ./parasol-data)

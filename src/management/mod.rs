@@ -111,6 +111,13 @@ mod tests {
             rate: crate::ratelimit::RateLimiter::new(false),
             pages: Default::default(),
             bulk: crate::bulk::BulkPool::start().unwrap(),
+            metrics: Default::default(),
+            access: crate::access::AccessLogger::new(crate::access::AccessLog::All),
+            metrics_elsewhere: false,
+            budget: std::sync::Arc::new(crate::budget::MemoryBudget::new(
+                1 << 20,
+                std::time::Duration::ZERO,
+            )),
         }
     }
 
