@@ -83,7 +83,7 @@ pub enum RoamingAction {
 }
 
 /// Delete a roaming computer; prints it as it was.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "delete")]
 pub struct RoamingDelete {
     /// data directory (default ./parasol-data)

@@ -38,7 +38,7 @@ fn store_refusal(org: i64) -> impl FnOnce(StoreError) -> String {
 }
 
 /// The options of a command that lists an organization's items.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct OrgItems {
     /// data directory (default ./parasol-data)
@@ -50,7 +50,7 @@ pub struct OrgItems {
 }
 
 /// The options of a command that deletes one of an organization's items by its id.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "delete")]
 pub struct OrgItem {
     /// data directory (default ./parasol-data)

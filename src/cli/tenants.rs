@@ -29,7 +29,7 @@ pub enum ProviderAction {
 }
 
 /// List the service providers with their customer counts.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct ProviderList {
     /// data directory (default ./parasol-data)
@@ -38,7 +38,7 @@ pub struct ProviderList {
 }
 
 /// Delete a service provider that has no customers left, with its credentials.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "delete")]
 pub struct ProviderDelete {
     /// data directory (default ./parasol-data)
@@ -164,7 +164,7 @@ pub enum MspAction {
 }
 
 /// List the MSPs with their customer counts.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct MspList {
     /// data directory (default ./parasol-data)
@@ -173,7 +173,7 @@ pub struct MspList {
 }
 
 /// Delete an MSP that has no customers left, with its credentials.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "delete")]
 pub struct MspDelete {
     /// data directory (default ./parasol-data)
@@ -244,7 +244,7 @@ pub enum OrgAction {
 }
 
 /// List the organizations with their parents.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct OrgList {
     /// data directory (default ./parasol-data)
