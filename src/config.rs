@@ -81,6 +81,8 @@ pub struct ServerConfig {
     pub demo: bool,
     /// Enforce the cloud's published rate limits per customer key.
     pub cloud_limits: bool,
+    /// Keep the block lists in files for a local resolver (`--export-dir`).
+    pub export: Option<crate::export::ExportConfig>,
     pub limits: Limits,
     /// Which requests get an access log line.
     pub access_log: crate::access::AccessLog,
@@ -100,6 +102,7 @@ impl ServerConfig {
             known_good: None,
             demo: false,
             cloud_limits: false,
+            export: None,
             limits: Limits::default(),
             access_log: crate::access::AccessLog::All,
             metrics_listen: None,

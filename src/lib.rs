@@ -10,6 +10,7 @@ pub mod datadir;
 pub mod demo;
 pub mod enforcement;
 pub mod error;
+pub mod export;
 pub mod host;
 pub mod http;
 pub mod ids;

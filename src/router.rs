@@ -1,7 +1,9 @@
 //! The router: (method, path) -> a typed endpoint, with no I/O. Paths under `/1.0/` belong to the
-//! enforcement interface, paths under `/v1/` to the management interface; Parasol's own paths
-//! (`/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`) answer errors in the enforcement shape,
-//! and so does anything else, with a 404.
+//! enforcement interface, paths under `/v1/` to the management interface, and Parasol's own
+//! endpoints under `/parasol/v1/` (authenticated and scoped like the management interface's
+//! organization paths) are answered in the management interface's shape; Parasol's own paths
+//! at the top (`/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`) answer errors in the
+//! enforcement shape, and so does anything else, with a 404.
 
 use hyper::Method;
 
@@ -60,6 +62,27 @@ pub enum MgmtEndpoint {
     Msp { msp: i64, ep: Items },
     /// `/v1/organizations/{id}/...`
     Org { org: i64, ep: OrgEndpoint },
+    /// `/parasol/v1/organizations/{id}/...`: what Parasol adds for enforcement on the appliance.
+    Parasol { org: i64, ep: ParasolEndpoint },
+}
+
+/// Parasol's own endpoints of an organization (decisions.md: outside both cloud interfaces'
+/// paths, with the management credentials and scopes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParasolEndpoint {
+    /// `GET .../decision?name=NAME`: is the name blocked for the organization, and why.
+    Decision,
+    /// `.../allowlist`: the allow list.
+    AllowList(AllowListEndpoint),
+}
+
+/// The allow list's operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowListEndpoint {
+    List,
+    Add,
+    /// `DELETE .../allowlist/{name}`, the name percent-decoded (not yet normalised).
+    Remove(String),
 }
 
 /// What a service provider's path addresses.
@@ -128,8 +151,8 @@ pub enum RouteError {
     MethodNotAllowed(Interface, &'static str),
 }
 
-/// Most segments of a routed path (`/v1/organizations/{org}/internalnetworks/{id}`).
-const MAX_SEGMENTS: usize = 5;
+/// Most segments of a routed path (`/parasol/v1/organizations/{org}/allowlist/{name}`).
+const MAX_SEGMENTS: usize = 6;
 
 /// Routes a request by method and path (without the query).
 pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
@@ -156,6 +179,8 @@ pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
     match segs.split_first() {
         Some((&"1.0", tail)) => enforcement(method, tail).map(Route::Enf),
         Some((&"v1", tail)) => management(method, tail).map(Route::Mgmt),
+        Some((&"parasol", ["v1", tail @ ..])) => parasol(method, tail).map(Route::Mgmt),
+        Some((&"parasol", _)) => Err(RouteError::NotFound(Interface::Management)),
         Some((own, [])) => {
             let ep = match *own {
                 "healthz" => OwnEndpoint::Healthz,
@@ -271,6 +296,44 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
         }
         _ => Err(nf()),
     }
+}
+
+/// Parasol's own endpoints, under `/parasol/v1/`.
+fn parasol(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError> {
+    let m = Interface::Management;
+    let nf = || RouteError::NotFound(m);
+    let (org, rest) = match segs {
+        ["organizations", org, rest @ ..]
+            if !org.is_empty() && org.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            (org.parse::<i64>().map_err(|_| nf())?, rest)
+        }
+        _ => return Err(nf()),
+    };
+    let ep = match rest {
+        ["decision"] => pick(m, method, "GET", [(Method::GET, ParasolEndpoint::Decision)])?,
+        ["allowlist"] => ParasolEndpoint::AllowList(pick(
+            m,
+            method,
+            GET_POST,
+            [
+                (Method::GET, AllowListEndpoint::List),
+                (Method::POST, AllowListEndpoint::Add),
+            ],
+        )?),
+        ["allowlist", name] if !name.is_empty() => {
+            // A segment that does not decode is kept as sent: the handler refuses it as a name.
+            let name = percent_decode(name).unwrap_or_else(|| (*name).to_string());
+            ParasolEndpoint::AllowList(pick(
+                m,
+                method,
+                "DELETE",
+                [(Method::DELETE, AllowListEndpoint::Remove(name))],
+            )?)
+        }
+        _ => return Err(nf()),
+    };
+    Ok(MgmtEndpoint::Parasol { org, ep })
 }
 
 const GET_POST: &str = "GET, POST";
@@ -409,6 +472,15 @@ impl MgmtEndpoint {
                 Items::List | Items::Create => "/v1/msps/{mspId}/customers",
                 _ => "/v1/msps/{mspId}/customers/{customerId}",
             },
+            Parasol { ep, .. } => match ep {
+                ParasolEndpoint::Decision => "/parasol/v1/organizations/{organizationId}/decision",
+                ParasolEndpoint::AllowList(AllowListEndpoint::List | AllowListEndpoint::Add) => {
+                    "/parasol/v1/organizations/{organizationId}/allowlist"
+                }
+                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => {
+                    "/parasol/v1/organizations/{organizationId}/allowlist/{name}"
+                }
+            },
             Org { ep, .. } => {
                 let (collection, item) = match ep {
                     OrgEndpoint::Networks(e) => (
@@ -492,6 +564,13 @@ impl Route {
                 OrgEndpoint::Users(ReadCreateDelete::Delete(_)) => Method::DELETE,
                 OrgEndpoint::Roles => Method::GET,
             },
+            Route::Mgmt(Parasol { ep, .. }) => match ep {
+                ParasolEndpoint::Decision | ParasolEndpoint::AllowList(AllowListEndpoint::List) => {
+                    Method::GET
+                }
+                ParasolEndpoint::AllowList(AllowListEndpoint::Add) => Method::POST,
+                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => Method::DELETE,
+            },
             Route::Own(_) => Method::GET,
         }
     }
@@ -529,11 +608,17 @@ impl Route {
                 Users(ReadCreateDelete::Delete(_)) => 40,
                 Roles => 41,
             },
+            Route::Mgmt(Parasol { ep, .. }) => match ep {
+                ParasolEndpoint::Decision => 42,
+                ParasolEndpoint::AllowList(AllowListEndpoint::List) => 43,
+                ParasolEndpoint::AllowList(AllowListEndpoint::Add) => 44,
+                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => 45,
+            },
             Route::Own(o) => match o {
-                OwnEndpoint::Healthz => 42,
-                OwnEndpoint::Readyz => 43,
-                OwnEndpoint::Metrics => 44,
-                OwnEndpoint::OpenApi => 45,
+                OwnEndpoint::Healthz => 46,
+                OwnEndpoint::Readyz => 47,
+                OwnEndpoint::Metrics => 48,
+                OwnEndpoint::OpenApi => 49,
             },
         }
     }
@@ -614,6 +699,14 @@ impl Route {
             out.push(org(OrgEndpoint::Users(e)));
         }
         out.push(org(OrgEndpoint::Roles));
+        for ep in [
+            ParasolEndpoint::Decision,
+            ParasolEndpoint::AllowList(AllowListEndpoint::List),
+            ParasolEndpoint::AllowList(AllowListEndpoint::Add),
+            ParasolEndpoint::AllowList(AllowListEndpoint::Remove("www.example.com".into())),
+        ] {
+            out.push(Route::Mgmt(Parasol { org: 7, ep }));
+        }
         for o in [
             OwnEndpoint::Healthz,
             OwnEndpoint::Readyz,
@@ -628,7 +721,7 @@ impl Route {
 }
 
 /// How many kinds of route there are (see `Route::kind`).
-pub const ROUTE_KINDS: usize = 46;
+pub const ROUTE_KINDS: usize = 50;
 
 /// Every route the server answers: its method and path template, as the OpenAPI document lists
 /// them (routes that differ only in how they read a parameter share a template).
@@ -864,6 +957,7 @@ mod tests {
                 .split('/')
                 .map(|seg| match seg {
                     "{roamingComputerId}" => "0a0b0c0d",
+                    "{name}" => "www.example.com",
                     s if s.starts_with('{') => "7",
                     s => s,
                 })
@@ -883,7 +977,57 @@ mod tests {
         for r in &every {
             assert_eq!(route(&r.method(), &path_of(r)).as_ref(), Ok(r), "{r:?}");
         }
-        assert_eq!(routes().len(), 45, "one template for two kinds of delete");
+        assert_eq!(routes().len(), 49, "one template for two kinds of delete");
+    }
+
+    #[test]
+    fn parasol_routes_are_management_routes_of_an_organization() {
+        use AllowListEndpoint::*;
+        let p = |org, ep| Ok(Route::Mgmt(MgmtEndpoint::Parasol { org, ep }));
+        assert_eq!(
+            r(Method::GET, "/parasol/v1/organizations/3/decision"),
+            p(3, ParasolEndpoint::Decision)
+        );
+        assert_eq!(
+            r(Method::POST, "/parasol/v1/organizations/3/allowlist/"),
+            p(3, ParasolEndpoint::AllowList(Add))
+        );
+        assert_eq!(
+            r(
+                Method::DELETE,
+                "/parasol/v1/organizations/3/allowlist/b%C3%BCcher.test"
+            ),
+            p(3, ParasolEndpoint::AllowList(Remove("bücher.test".into())))
+        );
+        let m = Interface::Management;
+        assert_eq!(
+            r(Method::POST, "/parasol/v1/organizations/3/decision"),
+            Err(RouteError::MethodNotAllowed(m, "GET"))
+        );
+        assert_eq!(
+            r(Method::PUT, "/parasol/v1/organizations/3/allowlist"),
+            Err(RouteError::MethodNotAllowed(m, "GET, POST"))
+        );
+        assert_eq!(
+            r(
+                Method::GET,
+                "/parasol/v1/organizations/3/allowlist/x.example"
+            ),
+            Err(RouteError::MethodNotAllowed(m, "DELETE"))
+        );
+        for path in [
+            "/parasol",
+            "/parasol/v2/organizations/3/decision",
+            "/parasol/v1/organizations/x/decision",
+            "/parasol/v1/organizations/-3/decision",
+            "/parasol/v1/organizations/3",
+            "/parasol/v1/organizations/3/decision/x",
+            "/parasol/v1/organizations/3/allowlist/a/b",
+            "/parasol/v1/organizations/3/allowlist//",
+            "/parasol/v1/organizations/99999999999999999999/decision",
+        ] {
+            assert_eq!(r(Method::GET, path), Err(RouteError::NotFound(m)), "{path}");
+        }
     }
 
     #[test]

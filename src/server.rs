@@ -115,6 +115,11 @@ pub async fn run(
         budget: budget.clone(),
     });
 
+    let exporter = match &config.export {
+        Some(e) => Some(crate::export::Exporter::start(store.clone(), e.clone())?),
+        None => None,
+    };
+
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     widen_backlog(&listener, config.limits.max_connections);
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
@@ -196,6 +201,9 @@ pub async fn run(
     purger.abort();
     if let Some(t) = metrics_task {
         t.abort();
+    }
+    if let Some(e) = exporter {
+        e.stop().await;
     }
     drop(state);
     tokio::task::spawn_blocking(move || store.close())

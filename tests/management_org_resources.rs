@@ -1128,7 +1128,7 @@ async fn command_line_creates_what_the_api_shows_with_the_same_validation() {
                 "--site-id",
                 "987654",
             ],
-            "--site-id must be",
+            "--site-id 987654: no site 987654",
         ),
     ] {
         let (ok, _, err) = run(net_args(&extra));
@@ -1191,7 +1191,7 @@ async fn command_line_creates_what_the_api_shows_with_the_same_validation() {
         (
             "z@example.com",
             vec!["--password", "x", "--role-id", "9"],
-            "--role-id must be",
+            "--role-id 9: no role 9",
         ),
         ("z@example.com", vec![], "--password"),
     ] {

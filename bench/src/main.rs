@@ -4,6 +4,7 @@
 
 mod baseline;
 mod data;
+mod exports;
 mod hostile;
 mod load;
 mod run;
@@ -54,6 +55,15 @@ pub struct BenchArgs {
     /// management (the baselines always run)
     #[argh(option)]
     pub only: Option<String>,
+    /// run the server with --export-dir (a directory beside its data), so that the resolver
+    /// exporter keeps every organization's files current during the workloads: its cost on the
+    /// write path is the difference to a run without this switch
+    #[argh(switch)]
+    pub exports: bool,
+    /// instead of the benchmark: the exporter's cost on the write path, two servers (without and
+    /// with --export-dir) taking the ingest and single-event workloads in alternating windows
+    #[argh(switch)]
+    pub compare_exports: bool,
     /// one more argument for `parasol serve` (repeat it for several), e.g. `--serve-arg
     /// --access-log --serve-arg off` to measure the access log's cost
     #[argh(option)]
@@ -160,6 +170,7 @@ fn run_args(args: BenchArgs) -> i32 {
         ingest_batches: args.ingest_batches.unwrap_or(base.ingest_batches).max(1),
         deep_page: args.deep_page.unwrap_or(base.deep_page).max(1),
         pin: !args.no_pin,
+        exports: args.exports,
         keep: args.keep,
         only: args
             .only
@@ -168,6 +179,24 @@ fn run_args(args: BenchArgs) -> i32 {
         serve_args: args.serve_arg.clone(),
         ..base
     };
+    if args.compare_exports {
+        let dir = std::env::temp_dir().join(format!("parasol-bench-{}", uuid::Uuid::new_v4()));
+        let result = std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))
+            .and_then(|()| exports::compare(&opts, &dir));
+        if opts.keep {
+            eprintln!("bench: data kept in {}", dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return match result {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench: {e}");
+                1
+            }
+        };
+    }
     match run::run(opts) {
         Ok(()) => 0,
         Err(e) => {

@@ -40,6 +40,8 @@ pub struct Options {
     pub pin: bool,
     /// Keep the data directory afterwards.
     pub keep: bool,
+    /// Start the server with `--export-dir`.
+    pub exports: bool,
     /// Run only these workloads (ingest, single, list, readers, delete, management); the
     /// baselines always run.
     pub only: Option<Vec<String>>,
@@ -62,6 +64,7 @@ impl Options {
             pin: true,
             keep: false,
             only: None,
+            exports: false,
             serve_args: Vec::new(),
         }
     }
@@ -81,8 +84,8 @@ impl Options {
     }
 }
 
-const SERVER_CPU: usize = 0;
-const CLIENT_CPU: usize = 1;
+pub(crate) const SERVER_CPU: usize = 0;
+pub(crate) const CLIENT_CPU: usize = 1;
 
 /// Runs an in-process baseline on a thread of its own, pinned to `cpu` (the server's) if given.
 fn on_cpu<T: Send + 'static>(
@@ -101,7 +104,7 @@ fn on_cpu<T: Send + 'static>(
 }
 
 /// Pins the calling thread (and the threads it starts later) to one core.
-fn pin_current_thread(cpu: usize) -> bool {
+pub(crate) fn pin_current_thread(cpu: usize) -> bool {
     // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -110,7 +113,7 @@ fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
-fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
@@ -196,6 +199,23 @@ impl ChildProc {
         self.child.id()
     }
 
+    /// Waits (at most `limit`) for an output line containing `needle`; returns it.
+    pub(crate) fn wait_for_log(&self, needle: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(l) = self
+                .log
+                .lock()
+                .ok()
+                .and_then(|l| l.iter().find(|l| l.contains(needle)).cloned())
+            {
+                return Some(l);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
     pub(crate) fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
@@ -242,7 +262,7 @@ impl Drop for ChildProc {
 }
 
 /// CPU time (user and system) the process has used so far, in seconds.
-fn proc_cpu_secs(pid: u32) -> Option<f64> {
+pub(crate) fn proc_cpu_secs(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
@@ -323,7 +343,11 @@ fn verdict(ok: bool) -> &'static str {
 /// A figure against its target: `value` with `decimals` decimals, and the verdict. The figure is
 /// rounded toward the side of the target its verdict is on, so a figure that misses never prints
 /// as the target itself (39.96% of hello shows as 39.9%, not 40.0%), nor the reverse.
-fn against(value: f64, decimals: usize, meets: impl Fn(f64) -> bool) -> (String, &'static str) {
+pub(crate) fn against(
+    value: f64,
+    decimals: usize,
+    meets: impl Fn(f64) -> bool,
+) -> (String, &'static str) {
     let met = meets(value);
     if !value.is_finite() {
         // Nothing was measured.
@@ -486,7 +510,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     result
 }
 
-fn note(msg: impl AsRef<str>) {
+pub(crate) fn note(msg: impl AsRef<str>) {
     eprintln!("bench: {}", msg.as_ref());
 }
 
@@ -679,6 +703,8 @@ fn run_in(
     note(format!("starting {} serve", bin.display()));
     let rep_arg = rep_file.to_str().ok_or("temp path is not UTF-8")?;
     let data_arg = data_dir.to_str().ok_or("temp path is not UTF-8")?;
+    let export_dir = dir.join("exports");
+    let export_arg = export_dir.to_str().ok_or("temp path is not UTF-8")?;
     let mut serve_args = vec![
         "serve",
         "--listen",
@@ -690,9 +716,19 @@ fn run_in(
         "--log-level",
         "info",
     ];
+    if opts.exports {
+        serve_args.extend(["--export-dir", export_arg]);
+    }
     serve_args.extend(opts.serve_args.iter().map(String::as_str));
     let (server, first_start) =
         ChildProc::spawn(bin, &serve_args, server_cpu, "ready: serving ", false)?;
+    if opts.exports {
+        // The first round writes every organization's files (the list workload's million names
+        // among them); the workloads measure the exporter keeping up with changes, not that.
+        note("waiting for the exporter's first round");
+        let written = server.wait_for_log("export: wrote the files of", Duration::from_secs(600));
+        note(written.ok_or("the exporter's first round did not finish within 600 s")?);
+    }
     let target = Target::new(server.addr, &cert)?;
 
     let mut m = Measure {
@@ -1125,8 +1161,17 @@ fn run_in(
         }
     );
     println!(
-        "{} domains pre-loaded in {:.1} s; reputation file {} lines; {}-second runs; {} events per 1 MiB batch",
-        opts.domains, preload_secs, opts.reputation_lines, opts.seconds, batch_events
+        "{} domains pre-loaded in {:.1} s; reputation file {} lines; {}-second runs; {} events per 1 MiB batch; {}",
+        opts.domains,
+        preload_secs,
+        opts.reputation_lines,
+        opts.seconds,
+        batch_events,
+        if opts.exports {
+            "exports on (--export-dir, every format)"
+        } else {
+            "exports off"
+        }
     );
     println!();
     println!(

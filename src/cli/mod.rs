@@ -157,7 +157,47 @@ pub(crate) fn store_err(missing: impl Into<String>) -> impl FnOnce(StoreError) -
     }
 }
 
-/// "no organization 7", "no service provider 2", "no MSP 3": the wording of a missing object.
+/// "no organization 7", "no service provider 2", "no MSP 3": the wording of a missing object,
+/// the same in every command.
 pub(crate) fn no(kind: &str, id: impl std::fmt::Display) -> String {
     format!("no {kind} {id}")
+}
+
+/// "--site-id 4: no site 4": a flag that names a missing object.
+pub(crate) fn no_flag(flag: &str, kind: &str, id: impl std::fmt::Display) -> String {
+    format!("{flag} {id}: {}", no(kind, &id))
+}
+
+/// `Ok` if the organization exists, else "no organization 7". Commands on an organization's
+/// items ask first, so that a missing organization and a missing item are told apart (the store
+/// answers `NotFound` for both).
+pub(crate) async fn require_org(store: &Store, org: i64) -> Result<(), String> {
+    // Every organization has its default site from its creation on.
+    match store.default_site(org).await.map_err(|e| e.to_string())? {
+        Some(_) => Ok(()),
+        None => Err(no("organization", org)),
+    }
+}
+
+/// Every record of a list the store gives in pages (`page(limit, offset)`), in its order.
+pub(crate) async fn all_pages<T, F>(page: impl Fn(i64, i64) -> F) -> Result<Vec<T>, String>
+where
+    F: std::future::Future<Output = crate::store::Result<Vec<T>>>,
+{
+    const LIMIT: i64 = 200;
+    let mut out = Vec::new();
+    loop {
+        let offset = i64::try_from(out.len()).unwrap_or(i64::MAX);
+        let got = page(LIMIT, offset).await.map_err(|e| e.to_string())?;
+        let n = got.len();
+        out.extend(got);
+        if n < LIMIT as usize {
+            return Ok(out);
+        }
+    }
+}
+
+/// A value as the command prints it.
+pub(crate) fn printed<T: serde::Serialize>(v: T) -> Result<Value, String> {
+    serde_json::to_value(v).map_err(|e| e.to_string())
 }

@@ -9,12 +9,14 @@ use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::tenants::to_flag_message;
-use super::{default_data_dir, no, store_err, with_store};
+use super::{
+    all_pages, default_data_dir, no, no_flag, printed, require_org, store_err, with_store,
+};
 use crate::error::MgmtError;
 use crate::management::internal_networks::internal_network_input;
 use crate::management::sites::site_input;
 use crate::management::users::{role_ids, user_input};
-use crate::store::StoreError;
+use crate::store::{StoreError, SITE_NOT_OF_ORGANIZATION, UNKNOWN_ROLE};
 use crate::timefmt::now;
 
 /// An API refusal in the command line's words: a validation message names the flag.
@@ -33,6 +35,57 @@ fn store_refusal(org: i64) -> impl FnOnce(StoreError) -> String {
         StoreError::Conflict(m) => m,
         e => store_err(no("organization", org))(e),
     }
+}
+
+/// The options of a command that lists an organization's items.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct OrgItems {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+}
+
+/// The options of a command that deletes one of an organization's items by its id.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct OrgItem {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// the item's id
+    #[argh(option)]
+    pub id: i64,
+}
+
+/// Deletes one of an organization's items and prints it as it was: "no organization 7" when the
+/// organization does not exist, "no <kind> 5" when the item does not, a conflict in its words.
+pub(super) fn delete_item<T, F>(
+    a: OrgItem,
+    kind: &'static str,
+    delete: impl FnOnce(crate::store::Store, i64, i64) -> F,
+) -> Result<Value, String>
+where
+    T: serde::Serialize,
+    F: std::future::Future<Output = crate::store::Result<T>>,
+{
+    with_store(&a.data_dir, async |store| {
+        require_org(store, a.org).await?;
+        let rec = delete(store.clone(), a.org, a.id)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => no(kind, a.id),
+                StoreError::Conflict(m) => format!("{kind} {}: {m}", a.id),
+                e => e.to_string(),
+            })?;
+        printed(rec)
+    })
 }
 
 fn object(v: Value) -> Map<String, Value> {
@@ -54,6 +107,8 @@ pub struct SiteCmd {
 #[argh(subcommand)]
 pub enum SiteAction {
     Create(SiteCreate),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Create a site; prints it as the management interface shows it.
@@ -72,7 +127,20 @@ pub struct SiteCreate {
 }
 
 pub fn site(cmd: SiteCmd) -> Result<Value, String> {
-    let SiteAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        SiteAction::Create(a) => a,
+        SiteAction::List(a) => {
+            return with_store(&a.data_dir, async |store| {
+                require_org(store, a.org).await?;
+                printed(all_pages(|limit, offset| store.list_sites(a.org, limit, offset)).await?)
+            })
+        }
+        SiteAction::Delete(a) => {
+            return delete_item(a, "site", async |store, org, id| {
+                store.delete_site(org, id).await
+            })
+        }
+    };
     let name = site_input(&object(json!({ "name": a.name }))).map_err(refusal)?;
     with_store(&a.data_dir, async |store| {
         let rec = store
@@ -95,6 +163,8 @@ pub struct InternalNetworkCmd {
 #[argh(subcommand)]
 pub enum InternalNetworkAction {
     Create(InternalNetworkCreate),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Create an internal network; prints it as the management interface shows it.
@@ -122,7 +192,23 @@ pub struct InternalNetworkCreate {
 }
 
 pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
-    let InternalNetworkAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        InternalNetworkAction::Create(a) => a,
+        InternalNetworkAction::List(a) => {
+            return with_store(&a.data_dir, async |store| {
+                require_org(store, a.org).await?;
+                printed(
+                    all_pages(|limit, offset| store.list_internal_networks(a.org, limit, offset))
+                        .await?,
+                )
+            })
+        }
+        InternalNetworkAction::Delete(a) => {
+            return delete_item(a, "internal network", async |store, org, id| {
+                store.delete_internal_network(org, id).await
+            })
+        }
+    };
     with_store(&a.data_dir, async |store| {
         let site = match a.site_id {
             Some(s) => s,
@@ -142,7 +228,12 @@ pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
         let rec = store
             .create_internal_network(a.org, f, now())
             .await
-            .map_err(store_refusal(a.org))?;
+            .map_err(|e| match e {
+                StoreError::Invalid(m) if m == SITE_NOT_OF_ORGANIZATION => {
+                    no_flag("--site-id", "site", site) + &format!(" in organization {}", a.org)
+                }
+                e => store_refusal(a.org)(e),
+            })?;
         serde_json::to_value(rec).map_err(|e| e.to_string())
     })
 }
@@ -159,6 +250,8 @@ pub struct UserCmd {
 #[argh(subcommand)]
 pub enum UserAction {
     Create(UserCreate),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Create a user; prints it as the management interface shows it (never the password).
@@ -195,7 +288,20 @@ pub struct UserCreate {
 }
 
 pub fn user(cmd: UserCmd) -> Result<Value, String> {
-    let UserAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        UserAction::Create(a) => a,
+        UserAction::List(a) => {
+            return with_store(&a.data_dir, async |store| {
+                require_org(store, a.org).await?;
+                printed(all_pages(|limit, offset| store.list_users(a.org, limit, offset)).await?)
+            })
+        }
+        UserAction::Delete(a) => {
+            return delete_item(a, "user", async |store, org, id| {
+                store.delete_user(org, id).await
+            })
+        }
+    };
     let password = match (a.password, a.password_stdin) {
         (Some(_), true) => return Err("give --password or --password-stdin, not both".into()),
         (Some(p), false) => p,
@@ -228,7 +334,11 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
         // Validated (the role's existence included) before the slow hashing, which runs outside
         // the write transaction.
         let roles = role_ids(store).await.map_err(refusal)?;
-        let (f, password) = user_input(&object(input), &roles).map_err(refusal)?;
+        let role = a.role_id;
+        let (f, password) = user_input(&object(input), &roles).map_err(|e| match e {
+            MgmtError::BadRequest(m) if m == UNKNOWN_ROLE => no_flag("--role-id", "role", role),
+            e => refusal(e),
+        })?;
         let hash = crate::secrets::try_hash(&password).map_err(|e| e.to_string())?;
         let rec = store
             .create_user(a.org, f, hash, now())

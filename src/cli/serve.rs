@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use argh::{ArgsInfo, FromArgs};
 
 use crate::config::{ServerConfig, TlsSource};
+use crate::export::ExportConfig;
 
 /// Run the server.
 #[derive(FromArgs, ArgsInfo, Debug)]
@@ -41,6 +42,17 @@ pub struct ServeArgs {
     /// on an empty data directory, create a demo world and DIR/demo-credentials.json
     #[argh(switch)]
     pub demo: bool,
+    /// keep every organization's effective block list in resolver files in this directory,
+    /// rewritten within a second of a change (see docs/blocking-with-your-resolver.md)
+    #[argh(option)]
+    pub export_dir: Option<PathBuf>,
+    /// the files --export-dir keeps, comma-separated: rpz, unbound, dnsmasq, hosts (default all)
+    #[argh(option)]
+    pub export_formats: Option<String>,
+    /// command run by /bin/sh after each round of --export-dir rewrites, e.g.
+    /// "unbound-control reload_keep_cache"; never two at once, failures logged
+    #[argh(option)]
+    pub export_reload_cmd: Option<String>,
     /// log level: error, warn, info, debug or trace (default info)
     #[argh(option, default = "String::from(\"info\")")]
     pub log_level: String,
@@ -161,7 +173,29 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     limits.header_timeout = seconds("header-timeout", args.header_timeout)?;
     limits.body_timeout = seconds("body-timeout", args.body_timeout)?;
     limits.write_timeout = seconds("write-timeout", args.write_timeout)?;
+    config.export = export_from(args)?;
     Ok(config)
+}
+
+/// The exporter's configuration from `--export-dir`, `--export-formats` and
+/// `--export-reload-cmd`; the last two mean nothing without the first.
+fn export_from(args: &ServeArgs) -> Result<Option<ExportConfig>, String> {
+    let Some(dir) = &args.export_dir else {
+        if args.export_formats.is_some() || args.export_reload_cmd.is_some() {
+            return Err("--export-formats and --export-reload-cmd need --export-dir".into());
+        }
+        return Ok(None);
+    };
+    let mut export = ExportConfig::new(dir.clone());
+    if let Some(f) = &args.export_formats {
+        export.formats = crate::export::formats::parse_list(f)?;
+    }
+    match args.export_reload_cmd.as_deref().map(str::trim) {
+        Some("") => return Err("--export-reload-cmd must not be empty".into()),
+        Some(cmd) => export.reload_cmd = Some(cmd.to_string()),
+        None => {}
+    }
+    Ok(Some(export))
 }
 
 /// Keeps glibc's allocator from holding on to memory the server has freed: at most four arenas
@@ -272,6 +306,7 @@ mod tests {
         assert!(matches!(config.tls, crate::config::TlsSource::SelfSigned));
         assert!(!config.demo && !config.cloud_limits);
         assert!(config.public_url.is_none() && config.reputation.is_none());
+        assert!(config.export.is_none());
         // The flags' defaults are the library's.
         let l = crate::config::Limits::default();
         let c = &config.limits;
@@ -335,6 +370,51 @@ mod tests {
             &["--eviction-grace", "100000"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// `--export-dir` alone exports every resolver format without a reload command; the other
+    /// two export flags need it, and their values are checked before the server starts.
+    #[test]
+    fn export_flags() {
+        let config = |args: &[&str]| {
+            let parsed = super::ServeArgs::from_args(&["parasol", "serve"], args).unwrap();
+            super::config_from(&parsed)
+        };
+        let e = config(&["--export-dir", "/x"]).unwrap().export.unwrap();
+        assert_eq!(e, crate::export::ExportConfig::new("/x"));
+        let e = config(&[
+            "--export-dir",
+            "/x",
+            "--export-formats",
+            "unbound,rpz",
+            "--export-reload-cmd",
+            "rndc reload",
+        ])
+        .unwrap()
+        .export
+        .unwrap();
+        use crate::export::Format;
+        assert_eq!(e.formats, vec![Format::Unbound, Format::Rpz]);
+        assert_eq!(e.reload_cmd.as_deref(), Some("rndc reload"));
+        for (args, needle) in [
+            (&["--export-formats", "rpz"][..], "need --export-dir"),
+            (&["--export-reload-cmd", "true"][..], "need --export-dir"),
+            (
+                &["--export-dir", "/x", "--export-formats", "bind"][..],
+                "\"bind\"",
+            ),
+            (
+                &["--export-dir", "/x", "--export-formats", "plain"][..],
+                "plain",
+            ),
+            (
+                &["--export-dir", "/x", "--export-reload-cmd", " "][..],
+                "empty",
+            ),
+        ] {
+            let e = config(args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
         }
     }
 

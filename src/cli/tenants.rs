@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
-use super::{default_data_dir, no, store_err, with_store};
+use super::{default_data_dir, no, no_flag, printed, store_err, with_store};
 use crate::management::customers::{customer_input, package_ids};
 use crate::management::msp_customers::msp_customer_input;
 use crate::store::{NewServiceProvider, Parent, Scope, StoreError};
@@ -24,6 +24,38 @@ pub struct ProviderCmd {
 #[argh(subcommand)]
 pub enum ProviderAction {
     Create(ProviderCreate),
+    List(ProviderList),
+    Delete(ProviderDelete),
+}
+
+/// List the service providers with their customer counts.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct ProviderList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+}
+
+/// Delete a service provider that has no customers left, with its credentials.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct ProviderDelete {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// service provider id
+    #[argh(option)]
+    pub id: i64,
+}
+
+/// A provider's or MSP's deletion in the command line's words.
+fn delete_parent_err(kind: &'static str, id: i64) -> impl FnOnce(StoreError) -> String {
+    move |e| match e {
+        StoreError::NotFound => no(kind, id),
+        StoreError::Conflict(m) => format!("{kind} {id}: {m}"),
+        e => e.to_string(),
+    }
 }
 
 /// Create a service provider; prints its id and record.
@@ -60,7 +92,28 @@ fn time_arg(name: &str, v: &Option<String>, default: i64) -> Result<i64, String>
 }
 
 pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
-    let ProviderAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        ProviderAction::Create(a) => a,
+        ProviderAction::List(a) => {
+            return with_store(&a.data_dir, async |store| {
+                printed(
+                    store
+                        .list_service_providers()
+                        .await
+                        .map_err(|e| e.to_string())?,
+                )
+            })
+        }
+        ProviderAction::Delete(a) => {
+            return with_store(&a.data_dir, async |store| {
+                store
+                    .delete_service_provider(a.id)
+                    .await
+                    .map_err(delete_parent_err("service provider", a.id))?;
+                Ok(json!({ "id": a.id, "deleted": true }))
+            })
+        }
+    };
     if a.name.trim().is_empty() {
         return Err("--name must not be empty".into());
     }
@@ -80,7 +133,7 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
             .create_service_provider(sp.clone(), t)
             .await
             .map_err(|e| match e {
-                StoreError::Invalid(_) => format!("--package-id {}: no such package", a.package_id),
+                StoreError::Invalid(_) => no_flag("--package-id", "package", a.package_id),
                 e => e.to_string(),
             })?;
         Ok(json!({
@@ -106,6 +159,29 @@ pub struct MspCmd {
 #[argh(subcommand)]
 pub enum MspAction {
     Create(MspCreate),
+    List(MspList),
+    Delete(MspDelete),
+}
+
+/// List the MSPs with their customer counts.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct MspList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+}
+
+/// Delete an MSP that has no customers left, with its credentials.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct MspDelete {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// MSP id
+    #[argh(option)]
+    pub id: i64,
 }
 
 /// Create an MSP; prints its id.
@@ -121,7 +197,23 @@ pub struct MspCreate {
 }
 
 pub fn msp(cmd: MspCmd) -> Result<Value, String> {
-    let MspAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        MspAction::Create(a) => a,
+        MspAction::List(a) => {
+            return with_store(&a.data_dir, async |store| {
+                printed(store.list_msps().await.map_err(|e| e.to_string())?)
+            })
+        }
+        MspAction::Delete(a) => {
+            return with_store(&a.data_dir, async |store| {
+                store
+                    .delete_msp(a.id)
+                    .await
+                    .map_err(delete_parent_err("MSP", a.id))?;
+                Ok(json!({ "id": a.id, "deleted": true }))
+            })
+        }
+    };
     if a.name.trim().is_empty() {
         return Err("--name must not be empty".into());
     }
@@ -147,7 +239,17 @@ pub struct OrgCmd {
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum OrgAction {
     Create(OrgCreate),
+    List(OrgList),
     Delete(OrgDelete),
+}
+
+/// List the organizations with their parents.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct OrgList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
 }
 
 /// Create an organization with its default site and customer key.
@@ -216,6 +318,14 @@ pub struct OrgDelete {
 pub fn org(cmd: OrgCmd) -> Result<Value, String> {
     match cmd.action {
         OrgAction::Create(a) => org_create(a),
+        OrgAction::List(a) => with_store(&a.data_dir, async |store| {
+            printed(
+                store
+                    .list_organizations()
+                    .await
+                    .map_err(|e| e.to_string())?,
+            )
+        }),
         OrgAction::Delete(a) => with_store(&a.data_dir, async |store| {
             if store
                 .delete_organization(a.id)
@@ -293,10 +403,7 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
             .map_err(|e| match e {
                 StoreError::NotFound => missing_parent,
                 StoreError::Invalid(_) => {
-                    format!(
-                        "--package-id {}: no such package",
-                        package.unwrap_or_default()
-                    )
+                    no_flag("--package-id", "package", package.unwrap_or_default())
                 }
                 e => e.to_string(),
             })?;
@@ -418,7 +525,7 @@ pub fn key(cmd: KeyCmd) -> Result<Value, String> {
             {
                 Ok(json!({ "customerKey": key, "revoked": true }))
             } else {
-                Err("no live customer key of that value".into())
+                Err(no("live customer key", key))
             }
         }),
         KeyAction::Rotate(a) => with_store(&a.data_dir, async |store| {
@@ -523,7 +630,7 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
             {
                 Ok(json!({ "apiKey": a.key, "revoked": true }))
             } else {
-                Err("no live credential with that key".into())
+                Err(no("live credential", &a.key))
             }
         }),
     }

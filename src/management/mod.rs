@@ -6,6 +6,7 @@
 
 pub mod appliances;
 pub mod auth;
+pub mod blocking;
 pub mod common;
 pub mod customers;
 pub mod internal_networks;
@@ -58,6 +59,13 @@ async fn dispatch(
                 return Err(MgmtError::NotFound);
             }
             route(state, org, ep, ctx, body).await
+        }
+        MgmtEndpoint::Parasol { org, ep } => {
+            // SECURITY: scoped exactly like `/v1/organizations/{id}/...`.
+            if !state.store.organization_visible(scope, org).await? {
+                return Err(MgmtError::NotFound);
+            }
+            blocking::handle(state, org, ep, ctx, body).await
         }
     }
 }
