@@ -253,3 +253,20 @@ journal | grep -q 'Deactivated successfully' || { journal >&2; fail "systemd saw
 warnings=$(inside journalctl _SYSTEMD_UNIT=parasol.service -p warning -o cat --no-pager 2>/dev/null || true)
 [ -z "$warnings" ] || fail "the service logged warnings or errors: $warnings"
 ok "systemctl stop: stopped cleanly (SIGTERM), nothing logged at warning or above"
+
+# Listening on every address: the self-signed certificate must name the machine's addresses,
+# which the server reads from the kernel over netlink (RestrictAddressFamilies= allows AF_NETLINK
+# for this); without them it would log a warning and name loopback only.
+inside sed -i 's/--listen 127\.0\.0\.1:0/--listen 0.0.0.0:0/' /etc/default/parasol
+inside systemctl start parasol.service || { journal >&2; fail "systemctl start parasol (0.0.0.0)"; }
+wait_ready 3 >/dev/null
+warnings=$(inside journalctl _SYSTEMD_UNIT=parasol.service -p warning -o cat --no-pager 2>/dev/null |
+    grep -v "certificate" || true)
+[ -z "$warnings" ] || fail "listening on 0.0.0.0, the service logged: $warnings"
+sans=$(inside cat /var/lib/parasol/tls/cert.pem | openssl x509 -noout -ext subjectAltName)
+addr=$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -m1 -E '^[0-9]+(\.[0-9]+){3}$' || true)
+if [ -n "$addr" ]; then
+    grep -q "IP Address:$addr\b" <<<"$sans" || fail "the certificate does not name $addr: $sans"
+fi
+inside systemctl stop parasol.service || fail "systemctl stop parasol (0.0.0.0)"
+ok "listening on 0.0.0.0 under the unit, the certificate names the machine's addresses${addr:+ ($addr)}"
