@@ -38,6 +38,10 @@ pub struct NetworkRegister {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -82,6 +86,10 @@ pub struct RoamingRegister {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -142,6 +150,10 @@ pub struct VaRegister {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -238,7 +250,7 @@ pub fn network(cmd: NetworkCmd) -> Result<Value, String> {
         "status": a.status,
     }));
     let n = network_input(&input).map_err(flag_message)?;
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let rec = store
             .register_network(a.org, n, now())
             .await
@@ -271,7 +283,7 @@ pub fn roaming(cmd: RoamingCmd) -> Result<Value, String> {
         "--device-id {}: organization {} already has that device",
         r.device_id, a.org
     );
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let rec = store
             .register_roaming_computer(a.org, r)
             .await
@@ -300,7 +312,7 @@ pub fn va(cmd: VaCmd) -> Result<Value, String> {
         .last_sync_time
         .clone()
         .unwrap_or_else(|| crate::timefmt::rfc3339(now()));
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let site = match a.site_id {
             Some(s) => s,
             None => store

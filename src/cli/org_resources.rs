@@ -63,6 +63,10 @@ pub struct SiteCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -74,7 +78,7 @@ pub struct SiteCreate {
 pub fn site(cmd: SiteCmd) -> Result<Value, String> {
     let SiteAction::Create(a) = cmd.action;
     let name = site_input(&object(json!({ "name": a.name }))).map_err(refusal)?;
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let rec = store
             .create_site(a.org, name, now())
             .await
@@ -104,6 +108,10 @@ pub struct InternalNetworkCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -123,7 +131,7 @@ pub struct InternalNetworkCreate {
 
 pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
     let InternalNetworkAction::Create(a) = cmd.action;
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let site = match a.site_id {
             Some(s) => s,
             None => store
@@ -168,6 +176,10 @@ pub struct UserCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -217,7 +229,7 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
         "roleId": a.role_id,
         "timezone": a.timezone,
     });
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         // Validated (the role's existence included) before the slow hashing, which runs outside
         // the write transaction.
         let roles = role_ids(store).await.map_err(refusal)?;
@@ -252,11 +264,15 @@ pub struct PackageList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
 }
 
 pub fn package(cmd: PackageCmd) -> Result<Value, String> {
     let PackageAction::List(a) = cmd.action;
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let list = store.list_packages().await.map_err(|e| e.to_string())?;
         serde_json::to_value(list).map_err(|e| e.to_string())
     })

@@ -33,6 +33,10 @@ pub struct ProviderCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// provider name
     #[argh(option)]
     pub name: String,
@@ -75,7 +79,7 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
         rebill_at: Some(time_arg("rebill-at", &a.rebill_at, t + 30 * 86400)?),
         expires_at: Some(time_arg("expires-at", &a.expires_at, t + 365 * 86400)?),
     };
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let id = store
             .create_service_provider(sp.clone(), t)
             .await
@@ -115,6 +119,10 @@ pub struct MspCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// MSP name
     #[argh(option)]
     pub name: String,
@@ -125,7 +133,7 @@ pub fn msp(cmd: MspCmd) -> Result<Value, String> {
     if a.name.trim().is_empty() {
         return Err("--name must not be empty".into());
     }
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let id = store
             .create_msp(a.name.clone(), now())
             .await
@@ -157,6 +165,10 @@ pub struct OrgCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization (customer) name
     #[argh(option)]
     pub name: String,
@@ -208,6 +220,10 @@ pub struct OrgDelete {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub id: i64,
@@ -216,7 +232,7 @@ pub struct OrgDelete {
 pub fn org(cmd: OrgCmd) -> Result<Value, String> {
     match cmd.action {
         OrgAction::Create(a) => org_create(a),
-        OrgAction::Delete(a) => with_store(&a.data_dir, async |store| {
+        OrgAction::Delete(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             if store
                 .delete_organization(a.id)
                 .await
@@ -256,7 +272,7 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
         crate::error::MgmtError::BadRequest(m) => to_flag_message(&m),
         other => format!("{other:?}"),
     };
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let fields = match parent {
             Parent::ServiceProvider(sp) => {
                 let pkg = store
@@ -352,6 +368,10 @@ pub struct KeyCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -364,6 +384,10 @@ pub struct KeyList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -376,6 +400,10 @@ pub struct KeyRevoke {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// the customer key
     #[argh(option)]
     pub key: String,
@@ -388,6 +416,10 @@ pub struct KeyRotate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -395,21 +427,21 @@ pub struct KeyRotate {
 
 pub fn key(cmd: KeyCmd) -> Result<Value, String> {
     match cmd.action {
-        KeyAction::Create(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::Create(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let k = store
                 .create_customer_key(a.org, now())
                 .await
                 .map_err(store_err(no("organization", a.org)))?;
             Ok(json!({ "organizationId": a.org, "customerKey": k }))
         }),
-        KeyAction::List(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let keys = store
                 .list_customer_keys(a.org)
                 .await
                 .map_err(store_err(no("organization", a.org)))?;
             serde_json::to_value(keys).map_err(|e| e.to_string())
         }),
-        KeyAction::Revoke(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::Revoke(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let key = a.key.trim().to_ascii_lowercase();
             if store
                 .revoke_customer_key(key.clone(), now())
@@ -421,7 +453,7 @@ pub fn key(cmd: KeyCmd) -> Result<Value, String> {
                 Err("no live customer key of that value".into())
             }
         }),
-        KeyAction::Rotate(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::Rotate(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let (k, revoked) = store
                 .rotate_customer_key(a.org, now())
                 .await
@@ -454,6 +486,10 @@ pub struct CredentialCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// scope: this service provider, its customers and their organizations
     #[argh(option)]
     pub provider: Option<i64>,
@@ -475,6 +511,10 @@ pub struct CredentialList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
 }
 
 /// Revoke a credential: requests with it get 401 from then on.
@@ -484,6 +524,10 @@ pub struct CredentialRevoke {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// the API key
     #[argh(option)]
     pub key: String,
@@ -499,7 +543,7 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
                 _ => return Err("give exactly one of --provider, --msp, --org".into()),
             };
             let (k, secret, credential) = crate::demo::new_credential(a.label.as_deref())?;
-            with_store(&a.data_dir, async |store| {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 store
                     .create_credential(scope, credential, now())
                     .await
@@ -511,11 +555,11 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
                 Ok(json!({ "apiKey": k, "apiSecret": secret, "scope": scope, "label": a.label }))
             })
         }
-        CredentialAction::List(a) => with_store(&a.data_dir, async |store| {
+        CredentialAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let list = store.list_credentials().await.map_err(|e| e.to_string())?;
             serde_json::to_value(list).map_err(|e| e.to_string())
         }),
-        CredentialAction::Revoke(a) => with_store(&a.data_dir, async |store| {
+        CredentialAction::Revoke(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             if store
                 .revoke_credential(a.key.clone(), now())
                 .await
