@@ -84,7 +84,9 @@ impl DatabaseUrl {
                     let mode = match v {
                         "disable" | "prefer" | "require" => v,
                         "verify-ca" | "verify-full" => "require",
-                        _ => return Err(bad("sslmode must be disable, prefer, require, verify-ca or verify-full")),
+                        _ => return Err(bad(
+                            "sslmode must be disable, prefer, require, verify-ca or verify-full",
+                        )),
                     };
                     kept.push(format!("sslmode={mode}"));
                 }

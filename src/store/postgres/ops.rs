@@ -127,7 +127,10 @@ async fn changed(db: &Db, org: i64, did: bool) -> Result<bool> {
 
 async fn new_origin(db: &Db, kind: &str) -> Result<i64> {
     Ok(db
-        .one("INSERT INTO origins (kind) VALUES ($1) RETURNING id", &[&kind])
+        .one(
+            "INSERT INTO origins (kind) VALUES ($1) RETURNING id",
+            &[&kind],
+        )
         .await?
         .get(0))
 }
@@ -504,7 +507,12 @@ async fn get_appliance(db: &Db, org: i64, id: i64) -> Result<Option<ApplianceRec
     Ok(db.opt(&sql, &[&org, &id]).await?.map(|r| appliance(&r)))
 }
 
-async fn insert_appliance(db: &Db, org: i64, a: &NewAppliance, now: i64) -> Result<ApplianceRecord> {
+async fn insert_appliance(
+    db: &Db,
+    org: i64,
+    a: &NewAppliance,
+    now: i64,
+) -> Result<ApplianceRecord> {
     let id = new_origin(db, "virtual_appliance").await?;
     let state = serde_json::to_string(&a.state).unwrap_or_else(|_| "{}".into());
     let settings = serde_json::to_string(&a.settings).unwrap_or_else(|_| "{}".into());
@@ -564,7 +572,15 @@ async fn create_internal(
         "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
              prefix_length, site_id, created_at, modified_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
-        &[&id, &org, &f.name, &f.ip_address, &f.prefix_length, &f.site_id, &now],
+        &[
+            &id,
+            &org,
+            &f.name,
+            &f.ip_address,
+            &f.prefix_length,
+            &f.site_id,
+            &now,
+        ],
     )
     .await?;
     get_internal(db, org, id)
@@ -917,7 +933,11 @@ impl Postgres {
                     db.exec(
                         "DELETE FROM domain_counts
                          WHERE organization_id = $1 AND level = $2 AND block = $3 AND count = 0",
-                        &[&r.get::<_, i64>(0), &r.get::<_, i16>(1), &r.get::<_, i64>(2)],
+                        &[
+                            &r.get::<_, i64>(0),
+                            &r.get::<_, i16>(1),
+                            &r.get::<_, i64>(2),
+                        ],
                     )
                     .await?;
                 }
@@ -1039,7 +1059,11 @@ impl Backend for Postgres {
         let r = tokio::spawn(async move {
             let names: Vec<&str> = request.batch.to_list.iter().map(String::as_str).collect();
             let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
-            let batch_id = request.batch_id.hyphenated().encode_lower(&mut text).to_string();
+            let batch_id = request
+                .batch_id
+                .hyphenated()
+                .encode_lower(&mut text)
+                .to_string();
             let mut tries = 0;
             loop {
                 tries += 1;
@@ -1119,12 +1143,9 @@ impl Backend for Postgres {
     async fn delete_domain_by_id(&self, org: i64, id: i64) -> Result<bool> {
         let n: i64 = self
             .write(move |db| {
-                Box::pin(async move {
-                    Ok(db
-                        .one(&delete_domain_sql("id"), &[&org, &id])
-                        .await?
-                        .get(0))
-                })
+                Box::pin(
+                    async move { Ok(db.one(&delete_domain_sql("id"), &[&org, &id]).await?.get(0)) },
+                )
             })
             .await?;
         Ok(n > 0)
@@ -1630,8 +1651,10 @@ impl Backend for Postgres {
     }
 
     async fn delete_msp(&self, msp: i64) -> Result<()> {
-        self.write(move |db| Box::pin(async move { delete_parent(db, "msps", "msp_id", msp).await }))
-            .await
+        self.write(move |db| {
+            Box::pin(async move { delete_parent(db, "msps", "msp_id", msp).await })
+        })
+        .await
     }
 
     // ------------------------------------------------------------ customers
@@ -1676,7 +1699,8 @@ impl Backend for Postgres {
         };
         self.read(move |db| {
             Box::pin(async move {
-                let sql = format!("{CUSTOMER_SELECT} WHERE {cond} ORDER BY o.id LIMIT $2 OFFSET $3");
+                let sql =
+                    format!("{CUSTOMER_SELECT} WHERE {cond} ORDER BY o.id LIMIT $2 OFFSET $3");
                 owned_page(db, &sql, id, limit, offset, customer).await
             })
         })
@@ -1883,7 +1907,14 @@ impl Backend for Postgres {
                 let rows = db
                     .rows(
                         &sql,
-                        &[&org, &filter.status, &filter.before, &filter.after, &all, &zero],
+                        &[
+                            &org,
+                            &filter.status,
+                            &filter.before,
+                            &filter.after,
+                            &all,
+                            &zero,
+                        ],
                     )
                     .await?;
                 Ok(rows
