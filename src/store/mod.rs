@@ -369,3 +369,37 @@ impl Store {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// Only the store speaks to a database: no file under `src/` outside `src/store/` names a
+    /// database crate, so that an engine's types, errors and SQL stay behind `Store`.
+    #[test]
+    fn no_database_crate_outside_the_store() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let store = src.join("store");
+        let mut files = Vec::new();
+        walk(&src, &mut files);
+        assert!(files.len() > 20);
+        let mut offenders = Vec::new();
+        for f in files.iter().filter(|f| !f.starts_with(&store)) {
+            let text = std::fs::read_to_string(f).unwrap();
+            for krate in ["rusqlite", "tokio_postgres", "tokio-postgres", "deadpool"] {
+                if text.contains(krate) {
+                    offenders.push(format!("{} mentions {krate}", f.display()));
+                }
+            }
+        }
+        assert!(offenders.is_empty(), "{offenders:#?}");
+    }
+}
