@@ -44,7 +44,17 @@ fn restart_postgres(dir: &str, bin: &str) {
         std::process::Command::new(format!("{bin}/pg_ctl"))
     };
     let out = command
-        .args(["-D", &data, "-l", &format!("{dir}/server.log"), "-m", "fast", "-w", "-t", "60"])
+        .args([
+            "-D",
+            &data,
+            "-l",
+            &format!("{dir}/server.log"),
+            "-m",
+            "fast",
+            "-w",
+            "-t",
+            "60",
+        ])
         .arg("restart")
         .output()
         .unwrap();
@@ -76,8 +86,12 @@ async fn a_restart_during_concurrent_ingest_loses_no_202_and_stores_nothing_else
     let mut clients = Vec::new();
     for w in 0..CLIENTS {
         let (client, key, sent) = (s.client.clone(), key.clone(), sent.clone());
-        let (accepted, restarted, back, stop) =
-            (accepted.clone(), restarted.clone(), back.clone(), stop.clone());
+        let (accepted, restarted, back, stop) = (
+            accepted.clone(),
+            restarted.clone(),
+            back.clone(),
+            stop.clone(),
+        );
         clients.push(tokio::spawn(async move {
             let mut counted_back = false;
             for i in 0..MAX_REQUESTS {
@@ -108,7 +122,11 @@ async fn a_restart_during_concurrent_ingest_loses_no_202_and_stores_nothing_else
         }));
     }
     // Restart once ingest is well under way.
-    wait_until(|| accepted.load(Ordering::SeqCst) >= 30, "30 requests accepted").await;
+    wait_until(
+        || accepted.load(Ordering::SeqCst) >= 30,
+        "30 requests accepted",
+    )
+    .await;
     let before = accepted.load(Ordering::SeqCst);
     tokio::task::spawn_blocking(move || restart_postgres(&dir, &bin))
         .await
@@ -126,7 +144,10 @@ async fn a_restart_during_concurrent_ingest_loses_no_202_and_stores_nothing_else
     }
 
     let sent = std::mem::take(&mut *sent.lock().unwrap());
-    let listed: HashSet<String> = run(s.store().listed_names(org)).unwrap().into_iter().collect();
+    let listed: HashSet<String> = run(s.store().listed_names(org))
+        .unwrap()
+        .into_iter()
+        .collect();
     let all_sent: HashSet<&String> = sent.iter().flat_map(|r| &r.names).collect();
     assert!(
         listed.iter().all(|n| all_sent.contains(n)),
@@ -171,7 +192,11 @@ async fn a_restart_during_concurrent_ingest_loses_no_202_and_stores_nothing_else
 async fn wait_until(done: impl Fn() -> bool, what: &str) {
     let deadline = tokio::time::Instant::now() + WAIT * 3;
     while !done() {
-        assert!(tokio::time::Instant::now() < deadline, "not within {:?}: {what}", WAIT * 3);
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not within {:?}: {what}",
+            WAIT * 3
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

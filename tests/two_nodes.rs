@@ -56,7 +56,12 @@ async fn what_one_node_stores_the_other_lists_at_once_with_the_same_ids_and_page
         assert_eq!(r.status, 202, "{}", r.text());
         all.push(name.clone());
         let listed = from.get(&domains_path(&key, 1, 100)).await.json();
-        assert_eq!(names(&listed), all, "node {} sees every name at once", i % 2);
+        assert_eq!(
+            names(&listed),
+            all,
+            "node {} sees every name at once",
+            i % 2
+        );
     }
     // The same ids and entries on both, and the same pages; each node's links name itself.
     let on_a = a.get(&domains_path(&key, 2, 5)).await.json();
@@ -106,7 +111,10 @@ async fn what_one_node_stores_the_other_lists_at_once_with_the_same_ids_and_page
     // A name listed again keeps its id; a new one gets an id above every earlier one, even the
     // deleted first.
     let r = b
-        .post_json(&events_path(&key), &json!([event("n01.example"), event("late.example")]))
+        .post_json(
+            &events_path(&key),
+            &json!([event("n01.example"), event("late.example")]),
+        )
         .await;
     assert_eq!(r.status, 202);
     let page = a.get(&domains_path(&key, 1, 100)).await.json();
@@ -139,7 +147,11 @@ async fn concurrent_management_requests_to_both_nodes_keep_ids_conflicts_and_der
     // provider's derived fields count them all (the world's own customer has 10 seats).
     let mut calls = Vec::new();
     for i in 0..20 {
-        let node = if i % 2 == 0 { a.client.clone() } else { b.client.clone() };
+        let node = if i % 2 == 0 {
+            a.client.clone()
+        } else {
+            b.client.clone()
+        };
         let cred = w.sp_cred.clone();
         let path = customers.clone();
         let body = customer(format!("c{i}"));
@@ -158,7 +170,12 @@ async fn concurrent_management_requests_to_both_nodes_keep_ids_conflicts_and_der
     assert_eq!(ids.len(), 20);
     for node in [&a, &b] {
         let sp = node
-            .mgmt("GET", &format!("/v1/serviceproviders/{}", w.sp), &w.sp_cred, None)
+            .mgmt(
+                "GET",
+                &format!("/v1/serviceproviders/{}", w.sp),
+                &w.sp_cred,
+                None,
+            )
             .await
             .json();
         assert_eq!(sp["customerCount"], 21);
@@ -198,7 +215,12 @@ async fn concurrent_management_requests_to_both_nodes_keep_ids_conflicts_and_der
     for node in [&a, &b] {
         assert_eq!(node.mgmt("GET", &path, &w.sp_cred, None).await.status, 404);
         let sp = node
-            .mgmt("GET", &format!("/v1/serviceproviders/{}", w.sp), &w.sp_cred, None)
+            .mgmt(
+                "GET",
+                &format!("/v1/serviceproviders/{}", w.sp),
+                &w.sp_cred,
+                None,
+            )
             .await
             .json();
         assert_eq!(sp["customerCount"], 20);
@@ -209,12 +231,18 @@ async fn concurrent_management_requests_to_both_nodes_keep_ids_conflicts_and_der
     let sites = format!("/v1/organizations/{}/sites", w.lone_org);
     for round in 0..4 {
         let site = a
-            .mgmt("POST", &sites, &w.lone_org_cred, Some(&json!({"name": format!("s{round}")})))
+            .mgmt(
+                "POST",
+                &sites,
+                &w.lone_org_cred,
+                Some(&json!({"name": format!("s{round}")})),
+            )
             .await
             .json()["siteId"]
             .as_i64()
             .unwrap();
-        let net = json!({"name": "lan", "ipAddress": "10.0.0.0", "prefixLength": 24, "siteId": site});
+        let net =
+            json!({"name": "lan", "ipAddress": "10.0.0.0", "prefixLength": 24, "siteId": site});
         let (one_site, networks) = (
             format!("{sites}/{site}"),
             format!("/v1/organizations/{}/internalnetworks", w.lone_org),
@@ -274,14 +302,13 @@ async fn the_demo_world_is_made_once_whichever_node_starts_first() {
     other.wait_for_log("the node that made it holds them");
     // The maker's credentials work on both nodes.
     let maker = if files[0] { d1.path() } else { d2.path() };
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(maker.join("demo-credentials.json")).unwrap())
-            .unwrap();
+    let doc: Value = serde_json::from_str(
+        &std::fs::read_to_string(maker.join("demo-credentials.json")).unwrap(),
+    )
+    .unwrap();
     let key = doc["organizations"][0]["customerKey"].as_str().unwrap();
     for node in [&n1, &n2] {
-        let r = node
-            .get(&format!("/1.0/domains?customerKey={key}"))
-            .await;
+        let r = node.get(&format!("/1.0/domains?customerKey={key}")).await;
         assert_eq!(r.status, 200, "{}", r.text());
     }
     // The password of the URL never reached a log line.
@@ -325,7 +352,10 @@ async fn a_newer_schema_is_refused_and_errors_never_show_the_password() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("newer than this binary supports"), "{err}");
     let (ok, _, err) = parasol(dir.path(), &["credential", "list"]);
-    assert!(!ok && err.contains("newer than this binary supports"), "{err}");
+    assert!(
+        !ok && err.contains("newer than this binary supports"),
+        "{err}"
+    );
 
     // A wrong password: refused, and the error shows the URL without any password.
     let wrong = url.replacen("@", "x@", 1);
@@ -347,7 +377,10 @@ async fn a_newer_schema_is_refused_and_errors_never_show_the_password() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("holds no Parasol schema"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("holds no Parasol schema"),
+        "{err}"
+    );
 }
 
 /// A connection to a test database by URL, for the one statement a test needs.

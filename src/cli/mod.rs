@@ -6,6 +6,7 @@ mod backup;
 mod devices;
 mod init;
 mod lists;
+mod migrate;
 mod org_resources;
 mod serve;
 mod tenants;
@@ -48,6 +49,7 @@ pub enum Command {
     Va(devices::VaCmd),
     Backup(backup::BackupCmd),
     Restore(backup::RestoreCmd),
+    Migrate(migrate::MigrateCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -87,6 +89,7 @@ pub fn main(cli: Cli) -> i32 {
         Command::Va(c) => devices::va(c),
         Command::Backup(c) => backup::backup(c),
         Command::Restore(c) => backup::restore(c),
+        Command::Migrate(c) => migrate::migrate(c),
     };
     print_result(result)
 }

@@ -23,6 +23,7 @@ mod error;
 pub mod model;
 pub mod postgres;
 pub mod sqlite;
+pub mod transfer;
 
 pub use error::{Fault, FaultKind, Result, StoreError};
 pub use model::*;

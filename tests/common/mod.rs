@@ -339,6 +339,8 @@ impl Client {
 pub struct TestServer {
     pub client: Client,
     pub dir: TempDir,
+    /// The PostgreSQL database it runs on, if not SQLite in `dir`.
+    pub database: Option<String>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), String>>>,
 }
@@ -390,6 +392,7 @@ impl TestServer {
                     return TestServer {
                         client,
                         dir,
+                        database: config.database.clone(),
                         stop: Some(tx),
                         task: Some(task),
                     };
@@ -427,14 +430,14 @@ impl TestServer {
     /// A plain connection to the server's SQLite database, for checking what is stored (tests
     /// that use it are skipped on PostgreSQL).
     pub fn db(&self) -> rusqlite::Connection {
-        assert!(!on_postgres(), "this test reads the SQLite file");
+        assert!(self.database.is_none(), "this test reads the SQLite file");
         open_db(&self.dir.path().join("parasol.db"))
     }
 
     /// Runs SQL that both engines understand on the server's database (a test setting up what
     /// no interface can, such as old timestamps).
     pub fn execute(&self, sql: &str) {
-        match database_for(self.dir.path()) {
+        match self.database.clone() {
             Some(url) => {
                 let sql = sql.to_string();
                 run(async move {
@@ -455,7 +458,10 @@ impl TestServer {
 
     /// A store on the server's database, as a command-line tool opens it beside the server.
     pub fn store(&self) -> Store {
-        dir_store(self.dir.path())
+        match &self.database {
+            Some(url) => run(Store::open_postgres(url, Role::Tool)).unwrap(),
+            None => tool_store(&self.dir.path().join("parasol.db")),
+        }
     }
 
     /// Creates a stand-alone organization; returns its id and customer key.

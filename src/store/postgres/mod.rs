@@ -13,6 +13,7 @@
 //! change it guards cannot be separated by another node's write, as the single writer guarantees
 //! on SQLite. A deadlock or serialization failure the server reports is a `Busy` fault (503).
 
+pub mod import;
 pub mod migrate;
 mod ops;
 

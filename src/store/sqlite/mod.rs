@@ -16,6 +16,7 @@ mod conn;
 mod customers;
 mod devices;
 mod domains;
+pub mod export;
 mod faultvfs;
 mod internal_networks;
 pub mod migrate;
