@@ -634,7 +634,7 @@ async fn create_user(
     now: i64,
 ) -> Result<Option<UserRecord>> {
     let folded = f.email.to_ascii_lowercase();
-    let id: Option<i64> = match db
+    let id: Option<i64> = db
         .opt(
             "INSERT INTO users (organization_id, firstname, lastname, email, email_folded,
                  password_hash, role_id, timezone, status, last_login_time, two_factor_enable,
@@ -655,10 +655,7 @@ async fn create_user(
             ],
         )
         .await?
-    {
-        Some(r) => Some(r.get(0)),
-        None => None,
-    };
+        .map(|r| r.get(0));
     match id {
         Some(id) => get_user(db, org, id).await,
         None => Ok(None),

@@ -149,7 +149,7 @@ fn read_rows(
     let mut rows = st.query([])?;
     while let Some(r) = rows.next()? {
         let mut row = Vec::with_capacity(cols.len());
-        for i in 0..cols.len() {
+        for (i, col) in cols.iter().enumerate() {
             row.push(match r.get_ref(i)? {
                 ValueRef::Null => Cell::Null,
                 ValueRef::Integer(v) => Cell::Int(v),
@@ -158,7 +158,7 @@ fn read_rows(
                     return Err(StoreError::Internal(format!(
                         "{}.{}: a value of type {:?} cannot be copied",
                         table.name,
-                        cols[i],
+                        col,
                         other.data_type()
                     )))
                 }
