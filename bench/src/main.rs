@@ -5,6 +5,7 @@
 mod baseline;
 mod data;
 mod load;
+mod postgres;
 mod run;
 
 use std::path::PathBuf;
@@ -56,6 +57,11 @@ pub struct BenchArgs {
     /// target/release/parasol)
     #[argh(option)]
     pub server_binary: Option<PathBuf>,
+    /// run the server on PostgreSQL instead: a URL (postgres://USER:PASS@HOST:PORT/DB) of a role
+    /// that may create databases; measures ingest and single events against a plain
+    /// tokio-postgres loop, and two nodes on one database against one
+    #[argh(option)]
+    pub database: Option<String>,
     /// internal: run only the hello baseline server with DIR/tls's certificate
     #[argh(option)]
     pub serve_hello: Option<PathBuf>,
@@ -103,6 +109,7 @@ fn run_args(args: BenchArgs) -> i32 {
             .only
             .as_ref()
             .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
+        database: args.database.clone(),
         ..base
     };
     match run::run(opts) {

@@ -43,6 +43,9 @@ pub struct Options {
     /// Run only these workloads (ingest, single, list, readers, delete, management); the
     /// baselines always run.
     pub only: Option<Vec<String>>,
+    /// Run the server on PostgreSQL (`crate::postgres`): a URL of a role that may create
+    /// databases.
+    pub database: Option<String>,
 }
 
 impl Options {
@@ -60,6 +63,7 @@ impl Options {
             pin: true,
             keep: false,
             only: None,
+            database: None,
         }
     }
 
@@ -112,7 +116,7 @@ fn cores() -> usize {
 }
 
 /// A child process (the server or the hello baseline), stopped with SIGTERM when dropped.
-struct ChildProc {
+pub(crate) struct ChildProc {
     child: Child,
     addr: SocketAddr,
     /// Its output lines (the first 20,000), shown when it fails to start or to stop. Apart from
@@ -123,7 +127,7 @@ struct ChildProc {
 impl ChildProc {
     /// Starts `binary args`, pinned to `cpu` if given, and waits for a line containing `marker`
     /// followed by the address (on standard error for the server, standard output for hello).
-    fn spawn(
+    pub(crate) fn spawn(
         binary: &Path,
         args: &[&str],
         cpu: Option<usize>,
@@ -189,6 +193,10 @@ impl ChildProc {
         Ok((ChildProc { child, addr, log }, elapsed))
     }
 
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     fn pid(&self) -> u32 {
         self.child.id()
     }
@@ -203,7 +211,7 @@ impl ChildProc {
         proc_status_kib(self.pid(), "VmHWM:").map_or(f64::NAN, |k| k as f64 / 1024.0)
     }
 
-    fn stop(mut self) -> Result<(), String> {
+    pub(crate) fn stop(mut self) -> Result<(), String> {
         // SAFETY: kill with a pid we started and still own (not yet waited for).
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
@@ -320,7 +328,11 @@ fn verdict(ok: bool) -> &'static str {
 /// A figure against its target: `value` with `decimals` decimals, and the verdict. The figure is
 /// rounded toward the side of the target its verdict is on, so a figure that misses never prints
 /// as the target itself (39.96% of hello shows as 39.9%, not 40.0%), nor the reverse.
-fn against(value: f64, decimals: usize, meets: impl Fn(f64) -> bool) -> (String, &'static str) {
+pub(crate) fn against(
+    value: f64,
+    decimals: usize,
+    meets: impl Fn(f64) -> bool,
+) -> (String, &'static str) {
     let met = meets(value);
     if !value.is_finite() {
         // Nothing was measured.
@@ -336,7 +348,7 @@ fn against(value: f64, decimals: usize, meets: impl Fn(f64) -> bool) -> (String,
     (format!("{shown:.decimals$}"), verdict(met))
 }
 
-fn fmt_rate(v: f64) -> String {
+pub(crate) fn fmt_rate(v: f64) -> String {
     if v >= 100_000.0 {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 10_000.0 {
@@ -346,7 +358,7 @@ fn fmt_rate(v: f64) -> String {
     }
 }
 
-fn fmt_ms(v: f64) -> String {
+pub(crate) fn fmt_ms(v: f64) -> String {
     if v.is_nan() {
         "-".into()
     } else if v < 10.0 {
@@ -472,6 +484,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     let ncores = cores();
     let pinned = opts.pin && ncores >= 2 && pin_current_thread(CLIENT_CPU);
     let server_cpu = pinned.then_some(SERVER_CPU);
+    if let Some(url) = &opts.database {
+        return crate::postgres::run(&opts, url, server_cpu, pinned, ncores);
+    }
     let dir = std::env::temp_dir().join(format!("parasol-bench-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{dir:?}: {e}"))?;
     let result = run_in(&opts, &dir, ncores, pinned, server_cpu);
@@ -483,7 +498,7 @@ pub fn run(opts: Options) -> Result<(), String> {
     result
 }
 
-fn note(msg: impl AsRef<str>) {
+pub(crate) fn note(msg: impl AsRef<str>) {
     eprintln!("bench: {}", msg.as_ref());
 }
 
