@@ -129,6 +129,29 @@ async fn what_one_node_stores_the_other_lists_at_once_with_the_same_ids_and_page
         14,
         "every event stored once"
     );
+
+    // The same new names sent to both nodes at once: each listed once, with one id, and every
+    // event of both requests stored.
+    for round in 0..5 {
+        let body = Value::Array(
+            (0..20)
+                .map(|i| event(&format!("race{round}-{i}.example")))
+                .collect(),
+        );
+        let path = events_path(&key);
+        let (ra, rb) = tokio::join!(a.post_json(&path, &body), b.post_json(&path, &body));
+        assert_eq!(
+            (ra.status, rb.status),
+            (202, 202),
+            "{} {}",
+            ra.text(),
+            rb.text()
+        );
+    }
+    let listed = run(a.store().listed_names(org)).unwrap();
+    let races: Vec<&String> = listed.iter().filter(|n| n.starts_with("race")).collect();
+    assert_eq!(races.len(), 100, "each raced name listed once");
+    assert_eq!(run(b.store().event_count(org)).unwrap(), 14 + 200);
 }
 
 #[tokio::test]

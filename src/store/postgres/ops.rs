@@ -24,8 +24,9 @@ const FOLD_LOCK: i64 = 0x7061_7261_736f_6c03;
 /// Request ids one purge step looks at (as on SQLite).
 const PURGE_STEP_IDS: i64 = 4096;
 
-/// Times an ingest is tried again after the database aborted it for a deadlock (two batches
-/// refreshing the same names in another order) before it is answered 503.
+/// Times an ingest is tried again after the database refused it for a deadlock (two batches
+/// refreshing the same names in another order) or a name listed meanwhile by another request,
+/// before it is answered 503.
 const INGEST_RETRIES: u32 = 3;
 
 fn found<T>(rec: Option<T>) -> Result<T> {
@@ -728,10 +729,13 @@ async fn demo_organization(
 /// One request's events stored and its names listed or refreshed, in one statement: the key is
 /// resolved and its organization's row held (FOR KEY SHARE, so it cannot be deleted before this
 /// commits; a deleted one makes `k` empty and the statement stores nothing), the request's row
-/// inserted, the listed names refreshed (`lastSeenAt` only ever moves forward, whichever node's
-/// clock) and the new ones inserted in the order sent, with ids from the shared sequence, and
-/// their paging counts added as delta rows. Returns the organization (null for an unknown key),
-/// the request's id, the names added, and the names already listed in this snapshot.
+/// inserted, the names already listed looked up once (one probe of the name index each) and
+/// those not seen this second refreshed through what that found (`lastSeenAt` only ever moves
+/// forward, whichever node's clock), and the new ones inserted in the order sent, with ids from
+/// the shared sequence, their paging counts added as delta rows. A name another request listed
+/// after this one's snapshot makes the insert fail on the unique index: nothing is stored and the
+/// ingest is tried again (rare; cheaper than an upsert's check of every name). Returns the
+/// organization (null for an unknown key), the request's id and the names added.
 const INGEST: &str = "WITH k AS (
         SELECT o.id AS org FROM customer_keys c JOIN organizations o ON o.id = c.organization_id
         WHERE c.key = $1 AND c.revoked_at IS NULL
@@ -744,13 +748,14 @@ const INGEST: &str = "WITH k AS (
         RETURNING id
     ),
     listed AS (
-        SELECT d.name FROM domains d
+        SELECT d.name, d.last_seen_at FROM domains d
         WHERE d.organization_id = (SELECT org FROM k) AND d.name = ANY($8::text[])
     ),
     touched AS (
         UPDATE domains d SET last_seen_at = $3
-        WHERE d.organization_id = (SELECT org FROM k) AND d.name = ANY($8::text[])
-          AND d.last_seen_at < $3
+        FROM listed l
+        WHERE l.last_seen_at < $3 AND d.organization_id = (SELECT org FROM k)
+          AND d.name = l.name AND d.last_seen_at < $3
         RETURNING 1
     ),
     added AS (
@@ -760,7 +765,6 @@ const INGEST: &str = "WITH k AS (
         WHERE (SELECT org FROM k) IS NOT NULL
           AND NOT EXISTS (SELECT 1 FROM listed l WHERE l.name = n.name)
         ORDER BY n.ord
-        ON CONFLICT (organization_id, name) DO NOTHING
         RETURNING id
     ),
     counted AS (
@@ -770,11 +774,7 @@ const INGEST: &str = "WITH k AS (
         GROUP BY l.level, a.id >> l.shift
     )
     SELECT (SELECT org FROM k), (SELECT id FROM req), (SELECT count(*) FROM added),
-           (SELECT count(*) FROM listed), (SELECT count(*) FROM touched)";
-
-/// Names a concurrent request listed after this one's snapshot: refreshed like listed ones.
-const REFRESH_NAMES: &str = "UPDATE domains SET last_seen_at = $3
-    WHERE organization_id = $1 AND name = ANY($2::text[]) AND last_seen_at < $3";
+           (SELECT count(*) FROM touched)";
 
 /// What one try of an ingest ended with.
 enum Try {
@@ -815,7 +815,9 @@ impl Postgres {
         let row = match row {
             Ok(r) => r,
             Err(e) => {
-                let deadlock = matches!(super::sqlstate(&e), Some("40P01" | "40001"));
+                // A deadlock (two batches refreshing the same names in another order) or a name
+                // listed meanwhile by another request: nothing was stored; worth another try.
+                let deadlock = matches!(super::sqlstate(&e), Some("40P01" | "40001" | "23505"));
                 let e = classify(e);
                 db.rollback().await;
                 return if deadlock { Ok(Try::Again(e)) } else { Err(e) };
@@ -828,14 +830,6 @@ impl Postgres {
         };
         let request_id: i64 = row.get(1);
         let added = row.get::<_, i64>(2) as u64;
-        let listed = row.get::<_, i64>(3) as usize;
-        if added as usize + listed < names.len() {
-            // Some names were listed by a concurrent request after this one's snapshot.
-            if let Err(e) = db.exec(REFRESH_NAMES, &[&org, &names, &request.now]).await {
-                db.rollback().await;
-                return Err(e);
-            }
-        }
         if let Some(max) = request.new_domain_budget {
             if added > max {
                 db.rollback().await;
