@@ -98,9 +98,9 @@ CREATE INDEX api_credentials_org ON api_credentials(organization_id) WHERE organ
 -- given twice (nor after a delete) whichever node gives it.
 CREATE SEQUENCE domain_ids;
 
--- The domain list. No foreign key to organizations: ingest already holds the organization's row
--- (FOR KEY SHARE) for the whole write, and a per-row check would cost a lookup per new name;
--- deleting an organization deletes its entries itself.
+-- The domain list. No foreign key to organizations: ingest already holds the organization (an
+-- advisory lock its deletion waits for) for the whole write, and a per-row check would cost a
+-- lookup and a row lock per new name; deleting an organization deletes its entries itself.
 CREATE TABLE domains (
     id              bigint NOT NULL DEFAULT nextval('domain_ids'),
     organization_id bigint NOT NULL,

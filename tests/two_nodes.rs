@@ -392,6 +392,19 @@ async fn a_newer_schema_is_refused_and_errors_never_show_the_password() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("***@"), "{err}");
     assert!(!err.contains(password), "{err}");
+    // The password may come from PGPASSWORD instead of the URL (which the process list shows).
+    let bare = url.replacen(&format!(":{password}@"), "@", 1);
+    assert!(!bare.contains(password));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["credential", "list", "--database", &bare])
+        .env("PGPASSWORD", password)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("newer than this binary supports"),
+        "connected: {err}"
+    );
     // An empty database is no Parasol database for a command (only init or serve make one).
     let empty = TempDir::new();
     let empty_url = database_for(empty.path()).unwrap();
@@ -422,4 +435,52 @@ impl TestServerDb {
             let _ = task.await;
         })
     }
+}
+
+#[tokio::test]
+async fn events_racing_their_customers_deletion_on_another_node_leave_nothing_behind() {
+    let Some((a, b)) = two_nodes().await else {
+        return;
+    };
+    let w = a.world();
+    let key = run(a.store().list_customer_keys(w.sp_org)).unwrap()[0]
+        .key
+        .clone();
+    // Requests for the customer go to node A while node B deletes it.
+    let sender = {
+        let (client, key) = (a.client.clone(), key.clone());
+        tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for i in 0..200 {
+                let body = json!([event(&format!("race{i}.example")), event("same.example")]);
+                let r = client
+                    .post_json(&format!("/1.0/events?customerKey={key}"), &body)
+                    .await;
+                statuses.push(r.status);
+                if r.status == 403 {
+                    break;
+                }
+            }
+            statuses
+        })
+    };
+    // Once some are stored, the deletion.
+    let deadline = std::time::Instant::now() + WAIT;
+    while run(a.store().event_count(w.sp_org)).unwrap() < 10 {
+        assert!(std::time::Instant::now() < deadline, "no events stored");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let path = format!("/v1/serviceproviders/{}/customers/{}", w.sp, w.sp_org);
+    assert_eq!(b.mgmt("DELETE", &path, &w.sp_cred, None).await.status, 200);
+    let statuses = sender.await.unwrap();
+    assert!(
+        statuses.iter().all(|s| *s == 202 || *s == 403),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses.last(), Some(&403), "the key stopped working");
+    // Nothing of the organization is left once the purge is through: no entry, no request.
+    let store = b.store();
+    assert!(run(store.listed_names(w.sp_org)).unwrap().is_empty());
+    while run(store.purge_step()).unwrap().is_some() {}
+    assert_eq!(run(store.event_count(w.sp_org)).unwrap(), 0);
 }

@@ -102,6 +102,13 @@ impl DatabaseUrl {
         let mut config: tokio_postgres::Config = rebuilt
             .parse()
             .map_err(|e: tokio_postgres::Error| bad(&e.to_string()))?;
+        // SECURITY: a password given in the URL shows in the process list to other local users;
+        // as libpq does, a URL without one takes it from PGPASSWORD (an EnvironmentFile=).
+        if config.get_password().is_none() {
+            if let Ok(p) = std::env::var("PGPASSWORD") {
+                config.password(p);
+            }
+        }
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }

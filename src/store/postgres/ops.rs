@@ -21,6 +21,10 @@ const DEMO_LOCK: i64 = 0x7061_7261_736f_6c02;
 /// Key of the advisory lock of the paging counts' folding (one node at a time does it).
 const FOLD_LOCK: i64 = 0x7061_7261_736f_6c03;
 
+/// Base of the advisory lock keys of organizations (`ORG_LOCK + id`): ingest holds its
+/// organization's shared, deletion exclusive.
+const ORG_LOCK: i64 = 0x5041_0000_0000_0000;
+
 /// Request ids one purge step looks at (as on SQLite).
 const PURGE_STEP_IDS: i64 = 4096;
 
@@ -254,11 +258,11 @@ async fn insert_credential(db: &Db, c: &NewCredential, scope: Scope, now: i64) -
     Ok(())
 }
 
-/// Deletes an organization whose row the caller holds `FOR UPDATE`, with all its data: what the
+/// Deletes an organization the caller holds (`lock_for_delete`), with all its data: what the
 /// schema's cascades reach, and the domain list and its counts, which have no foreign key. Its
 /// stored requests are recorded for the background purge: those with ids up to the table's
-/// highest now. Requests that were being stored for it held its row (FOR KEY SHARE) until they
-/// committed, before this transaction got the row, so this statement (READ COMMITTED: a fresh
+/// highest now. Requests that were being stored for it held its advisory lock until they
+/// committed, before this transaction got it, so this statement (READ COMMITTED: a fresh
 /// snapshot) sees them all; later ones find the organization gone and store nothing.
 async fn delete_locked_organization(db: &Db, org: i64) -> Result<()> {
     db.exec("DELETE FROM domains WHERE organization_id = $1", &[&org])
@@ -285,8 +289,14 @@ async fn delete_locked_organization(db: &Db, org: i64) -> Result<()> {
     record_list_change(db, org).await
 }
 
-/// Holds the organization's row for its deletion; false if there is none.
+/// Holds the organization for its deletion: its advisory lock (ingests in flight for it finish
+/// first, later ones wait and then find it gone) and its row; false if there is none.
 async fn lock_for_delete(db: &Db, org: i64) -> Result<bool> {
+    db.exec(
+        "SELECT pg_advisory_xact_lock($1::bigint + $2)",
+        &[&ORG_LOCK, &org],
+    )
+    .await?;
     Ok(db
         .opt(
             "SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE",
@@ -726,9 +736,17 @@ async fn demo_organization(
 
 // ------------------------------------------------------------------ events and the domain list
 
+/// The organization of a live key held for an ingest: a shared advisory lock on it, which its
+/// deletion (`ORG_LOCK`, exclusive) waits for. Lighter than a row lock, which writes the row (and
+/// the WAL) once per request: this is taken by every request. Sent with `INGEST` in one round
+/// trip; `INGEST` starts after it has the lock, in a fresh snapshot (READ COMMITTED), so an
+/// organization deleted while it waited is seen as gone there.
+const INGEST_LOCK: &str = "SELECT pg_advisory_xact_lock_shared($2::bigint + organization_id)
+    FROM customer_keys WHERE key = $1 AND revoked_at IS NULL";
+
 /// One request's events stored and its names listed or refreshed, in one statement: the key is
-/// resolved and its organization's row held (FOR KEY SHARE, so it cannot be deleted before this
-/// commits; a deleted one makes `k` empty and the statement stores nothing), the request's row
+/// resolved (an organization deleted meanwhile makes `k` empty and the statement stores
+/// nothing; see `INGEST_LOCK`), the request's row
 /// inserted, the names already listed looked up once (one probe of the name index each) and
 /// those not seen this second refreshed through what that found (`lastSeenAt` only ever moves
 /// forward, whichever node's clock), and the new ones inserted in the order sent, with ids from
@@ -739,7 +757,6 @@ async fn demo_organization(
 const INGEST: &str = "WITH k AS (
         SELECT o.id AS org FROM customer_keys c JOIN organizations o ON o.id = c.organization_id
         WHERE c.key = $1 AND c.revoked_at IS NULL
-        FOR KEY SHARE OF o
     ),
     req AS (
         INSERT INTO event_batches (organization_id, uuid, received_at, event_count, domains,
@@ -790,6 +807,7 @@ impl Postgres {
     async fn ingest_once(&self, request: &Ingest, names: &[&str], batch_id: &str) -> Result<Try> {
         let db = self.db().await?;
         let st = db.stmt(INGEST).await?;
+        let lock = db.stmt(INGEST_LOCK).await?;
         let b = &request.batch;
         let count = b.event_count as i64;
         let key: &str = &request.key;
@@ -804,12 +822,18 @@ impl Postgres {
             &names,
         ];
         // Sent together: BEGIN first (each request is written to the connection when first
-        // polled, in this order), then the statement; one round trip.
-        let (begin, row) = tokio::join!(
+        // polled, in this order), the lock, then the statement; one round trip.
+        let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key, &ORG_LOCK];
+        let (begin, locked, row) = tokio::join!(
             db.client().batch_execute("BEGIN"),
+            db.client().query(&lock, &lock_params),
             db.client().query_one(&st, &params)
         );
         if let Err(e) = begin {
+            return Err(classify(e));
+        }
+        if let Err(e) = locked {
+            db.rollback().await;
             return Err(classify(e));
         }
         let row = match row {
