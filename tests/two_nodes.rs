@@ -484,3 +484,65 @@ async fn events_racing_their_customers_deletion_on_another_node_leave_nothing_be
     while run(store.purge_step()).unwrap().is_some() {}
     assert_eq!(run(store.event_count(w.sp_org)).unwrap(), 0);
 }
+
+#[tokio::test]
+async fn tls_to_the_database_verifies_the_servers_certificate() {
+    let (Some(_), Ok(ca)) = (postgres_admin_url(), std::env::var("PARASOL_PG_CA")) else {
+        eprintln!("skipped: needs .ci/postgres's cluster with TLS (PARASOL_PG_CA)");
+        return;
+    };
+    let dir = TempDir::new();
+    let url = database_for(dir.path()).unwrap();
+    // Verified against the cluster's CA: the node serves, over TLS.
+    let tls = format!("{url}?sslmode=require&sslrootcert={ca}&application_name=parasol-tls-test");
+    let s = TestServer::start_in(TempDir::new(), {
+        let tls = tls.clone();
+        move |c| c.database = Some(tls)
+    })
+    .await;
+    let (_, key) = s.create_org("tls");
+    let r = s
+        .post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &json!([event("tls.example")]),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    let ssl_sessions = {
+        let admin = postgres_admin_url().unwrap();
+        run(async move {
+            let (c, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            let t = tokio::spawn(conn);
+            let n: i64 = c
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_ssl s JOIN pg_stat_activity a USING (pid)
+                     WHERE a.application_name = 'parasol-tls-test' AND s.ssl",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            drop(c);
+            let _ = t.await;
+            n
+        })
+    };
+    assert!(ssl_sessions > 0, "the node's connections use TLS");
+    s.stop().await;
+    // A CA that did not sign the server's certificate: refused, whatever `require` means to
+    // libpq (rustls always verifies).
+    let other_ca = dir.path().join("other-ca.pem");
+    let names = parasol::tls::CertNames::for_listener(([127, 0, 0, 1], 0).into());
+    let (cert, _) = parasol::tls::ensure_self_signed(dir.path(), &names).unwrap();
+    std::fs::copy(cert, &other_ca).unwrap();
+    let wrong = format!("{url}?sslmode=require&sslrootcert={}", other_ca.display());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
+        .args(["credential", "list", "--database", &wrong])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.to_lowercase().contains("certificate"), "{err}");
+}

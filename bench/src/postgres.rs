@@ -360,7 +360,13 @@ async fn measure(
     let server_url = dbs.create(&format!("bench_server_{tag}")).await?;
     note("pre-loading organizations and the hot names");
     let world = data::prepare_postgres(&server_url).await?;
-    let (node_a, target_a) = start_node(opts, &dir.join("a"), &server_url, server_cpu)?;
+    // The node's connections: as many as the load's, the concurrency the ceiling loop had.
+    let node_url = format!(
+        "{server_url}{}pool_size={}",
+        if server_url.contains('?') { "&" } else { "?" },
+        conns.max(ic)
+    );
+    let (node_a, target_a) = start_node(opts, &dir.join("a"), &node_url, server_cpu)?;
     let enf = |key: &str| format!("/1.0/events?customerKey={key}");
     let batch_source = |batches: Arc<Vec<Bytes>>, key: &str, clients: usize| -> Source {
         let path = enf(key);
@@ -419,7 +425,7 @@ async fn measure(
     lines.push(l);
 
     // ------------------------------------------------------------ two nodes, one database
-    let (node_b, target_b) = start_node(opts, &dir.join("b"), &server_url, server_cpu)?;
+    let (node_b, target_b) = start_node(opts, &dir.join("b"), &node_url, server_cpu)?;
     note("two nodes: ingest");
     let two_batches = Arc::new(batches(12, opts.ingest_batches, batch_events));
     let half = ic.div_ceil(2);

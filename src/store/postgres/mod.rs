@@ -30,10 +30,12 @@ use tokio_postgres::{Row, Statement};
 
 use crate::store::{FaultKind, OpenRole, Result, StorageHealth, StoreError};
 
-/// Connections each node keeps to the database at most. Requests beyond wait for one: enough
-/// for the database to group many commits into one flush, few enough that several nodes stay
-/// well within PostgreSQL's default `max_connections` (100).
-const POOL_SIZE: usize = 24;
+/// Connections each node keeps to the database at most, unless the URL says otherwise
+/// (`pool_size=N`, Parasol's own parameter). Requests beyond wait for one. Each connection is a
+/// transaction in flight, and the database flushes the commits of all of them together: fewer
+/// connections than concurrent writers cap the throughput, more than the server's
+/// `max_connections` (100 by default) over all nodes refuse connections.
+const POOL_SIZE: usize = 32;
 
 /// How long a request waits for a pooled connection before it is answered 503.
 const POOL_WAIT: Duration = Duration::from_secs(10);
@@ -56,11 +58,13 @@ pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 pub struct DatabaseUrl {
     config: tokio_postgres::Config,
     root_cert: Option<PathBuf>,
+    pool_size: usize,
     redacted: String,
 }
 
 impl DatabaseUrl {
-    /// Parses `postgres://USER:PASS@HOST:PORT/DB?sslmode=...&sslrootcert=FILE`. `sslmode` is
+    /// Parses `postgres://USER:PASS@HOST:PORT/DB?sslmode=...&sslrootcert=FILE&pool_size=N`
+    /// (`pool_size`: the node's connections at most, `POOL_SIZE` by default). `sslmode` is
     /// `disable`, `prefer` (the default: TLS when the server offers it), `require`, `verify-ca` or
     /// `verify-full`; whenever TLS is used the server's certificate is verified against
     /// `sslrootcert` (a PEM file) or the system's CA bundle, so `require` is as strict as
@@ -76,11 +80,19 @@ impl DatabaseUrl {
             None => (url, ""),
         };
         let mut root_cert = None;
+        let mut pool_size = POOL_SIZE;
         let mut kept = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
                 "sslrootcert" => root_cert = Some(PathBuf::from(percent_decode(v))),
+                "pool_size" => {
+                    pool_size = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=1000).contains(n))
+                        .ok_or_else(|| bad("pool_size must be a number from 1 to 1000"))?;
+                }
                 "sslmode" => {
                     let mode = match v {
                         "disable" | "prefer" | "require" => v,
@@ -115,9 +127,17 @@ impl DatabaseUrl {
         if config.get_application_name().is_none() {
             config.application_name("parasol");
         }
+        // Parasol's statements are few and run over and over: planned once per connection. (By
+        // default PostgreSQL plans a prepared statement anew for its first five runs and whenever
+        // it judges a custom plan cheaper; the ingest statement's planning cost as much as a
+        // third of its run.)
+        if config.get_options().is_none() {
+            config.options("-c plan_cache_mode=force_generic_plan");
+        }
         Ok(DatabaseUrl {
             config,
             root_cert,
+            pool_size,
             redacted,
         })
     }
@@ -332,7 +352,7 @@ impl Postgres {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
+            .max_size(parsed.pool_size)
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(CONNECT_TIMEOUT + Duration::from_secs(1)))
@@ -563,5 +583,60 @@ impl Db {
     /// Takes the connection out of the pool for good (it may be inside a transaction).
     pub(crate) fn discard(self) {
         drop(Object::take(self.obj));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_redacted_wherever_they_are_given() {
+        assert_eq!(
+            redact("postgres://parasol:s3cret@db:5432/parasol"),
+            "postgres://parasol:***@db:5432/parasol"
+        );
+        assert_eq!(
+            redact("postgresql://u:p%40ss@h/d?sslmode=require&password=other"),
+            "postgresql://u:***@h/d?sslmode=require&password=***"
+        );
+        assert_eq!(redact("postgres://u@h/d"), "postgres://u@h/d");
+        assert_eq!(redact("postgres://h/d?x=@y"), "postgres://h/d?x=@y");
+    }
+
+    #[test]
+    fn urls_are_parsed_with_parasols_tls_parameters_and_never_shown_with_the_password() {
+        let u = DatabaseUrl::parse(
+            "postgres://a:pw@127.0.0.1:5433/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem",
+        )
+        .unwrap();
+        assert_eq!(
+            u.root_cert.as_deref(),
+            Some(std::path::Path::new("/etc/ca.pem"))
+        );
+        assert_eq!(
+            u.config.get_ssl_mode(),
+            tokio_postgres::config::SslMode::Require
+        );
+        assert_eq!(u.config.get_dbname(), Some("db"));
+        assert_eq!(
+            format!("{u:?}"),
+            "postgres://a:***@127.0.0.1:5433/db?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem"
+        );
+        for bad in [
+            "mysql://a:pw@h/db",
+            "postgres://a:pw@h/db?sslmode=sometimes",
+            "postgres://a:pw@h/db?nosuchoption=1",
+        ] {
+            let e = DatabaseUrl::parse(bad).unwrap_err().to_string();
+            assert!(!e.contains("pw@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn lost_connections_and_server_shutdowns_are_disconnected_faults() {
+        let e = StoreError::fault(FaultKind::Disconnected, "x");
+        assert_eq!(e.retry_after(), Some(1));
+        assert!(e.is_unavailable());
     }
 }

@@ -786,9 +786,9 @@ const INGEST: &str = "WITH k AS (
     ),
     counted AS (
         INSERT INTO domain_count_deltas (organization_id, level, block, count)
-        SELECT (SELECT org FROM k), l.level, a.id >> l.shift, count(*)
-        FROM added a CROSS JOIN (VALUES (0::smallint, 16), (1::smallint, 10)) AS l(level, shift)
-        GROUP BY l.level, a.id >> l.shift
+        SELECT (SELECT org FROM k), 0, id >> 16, count(*) FROM added GROUP BY id >> 16
+        UNION ALL
+        SELECT (SELECT org FROM k), 1, id >> 10, count(*) FROM added GROUP BY id >> 10
     )
     SELECT (SELECT org FROM k), (SELECT id FROM req), (SELECT count(*) FROM added),
            (SELECT count(*) FROM touched)";
