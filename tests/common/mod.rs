@@ -133,7 +133,12 @@ pub fn database_for(dir: &Path) -> Option<String> {
         }
         known.push(name.clone());
     }
-    Some(url_with_database(&admin, &name))
+    // Plain TCP: `.ci/postgres`'s cluster offers TLS with a certificate of its own CA, which
+    // only the test of TLS itself trusts.
+    Some(format!(
+        "{}?sslmode=disable",
+        url_with_database(&admin, &name)
+    ))
 }
 
 /// Drops the database of `dir`, if one was made.

@@ -249,10 +249,23 @@ pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
         return StoreError::fault(kind, detail);
     }
     let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
-    if e.is_closed() || io || e.to_string().contains("connection") {
-        StoreError::fault(FaultKind::Disconnected, e.to_string())
+    // The causes too: "error performing TLS handshake" alone does not say that the server's
+    // certificate was not trusted.
+    let mut detail = e.to_string();
+    let mut cause = std::error::Error::source(&e);
+    while let Some(c) = cause {
+        detail = format!("{detail}: {c}");
+        cause = c.source();
+    }
+    if detail.contains("TLS handshake") {
+        detail.push_str(
+            " (give the CA of the server's certificate with sslrootcert=FILE, or sslmode=disable)",
+        );
+    }
+    if e.is_closed() || io || detail.contains("connection") || detail.contains("TLS") {
+        StoreError::fault(FaultKind::Disconnected, detail)
     } else {
-        StoreError::Internal(e.to_string())
+        StoreError::Internal(detail)
     }
 }
 
