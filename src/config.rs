@@ -25,8 +25,21 @@ pub struct Limits {
     pub header_timeout: Duration,
     /// Time to receive a request's body once its headers are in.
     pub body_timeout: Duration,
-    /// Connections served at once; further clients wait in the listen backlog.
+    /// Time an answer may make no progress at all (the client reads nothing) before the
+    /// connection is closed.
+    pub write_timeout: Duration,
+    /// Connections served at once. When all are taken, a new client gets the slot of a
+    /// connection that has sent no request for longer than `eviction_grace` (see `slots`);
+    /// otherwise it waits in the listen backlog.
     pub max_connections: usize,
+    /// How long a connection may go without a request (from its start, or since its last answer)
+    /// before it may be closed to make room for a new client when every slot is taken.
+    pub eviction_grace: Duration,
+    /// Bytes that requests in flight may hold at once for their bodies and for parsing them,
+    /// shared by all connections (see `budget`).
+    pub memory_budget: usize,
+    /// How long a request waits for its share of `memory_budget` before it is refused with 503.
+    pub budget_wait: Duration,
     /// After refusing an oversized request: how much of its body is read and discarded, at most,
     /// before closing, so that the client can read the answer.
     pub linger_bytes: usize,
@@ -43,7 +56,11 @@ impl Default for Limits {
             handshake_timeout: Duration::from_secs(10),
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(20),
             max_connections: 1024,
+            eviction_grace: Duration::from_secs(2),
+            memory_budget: 64 * 1024 * 1024,
+            budget_wait: Duration::from_secs(5),
             linger_bytes: 4 * 1024 * 1024,
             linger_time: Duration::from_secs(2),
             shutdown_grace: Duration::from_secs(30),
@@ -68,7 +85,14 @@ pub struct ServerConfig {
     pub demo: bool,
     /// Enforce the cloud's published rate limits per customer key.
     pub cloud_limits: bool,
+    /// Keep the block lists in files for a local resolver (`--export-dir`).
+    pub export: Option<crate::export::ExportConfig>,
     pub limits: Limits,
+    /// Which requests get an access log line.
+    pub access_log: crate::access::AccessLog,
+    /// Serve `/metrics` (and the health paths) on this address, over plain HTTP, instead of on
+    /// the main listener.
+    pub metrics_listen: Option<String>,
 }
 
 impl ServerConfig {
@@ -83,7 +107,10 @@ impl ServerConfig {
             known_good: None,
             demo: false,
             cloud_limits: false,
+            export: None,
             limits: Limits::default(),
+            access_log: crate::access::AccessLog::All,
+            metrics_listen: None,
         }
     }
 

@@ -16,6 +16,13 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
+/// What parsing a body into a `Value` tree may take at most, as a multiple of its length, the body
+/// included: the share of the memory budget a management request is charged before its body is
+/// read (`crate::budget`). A tree costs far more than its text: `[{},{},...]` spends 3 bytes of
+/// text on each 80-byte `Value`, in arrays that grow by doubling. Management bodies are small
+/// objects, so the factor costs real requests little. A test holds the reader to it.
+pub const MEMORY_FACTOR: usize = 64;
+
 /// One step from a body's top level to a repeated member.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
@@ -107,6 +114,397 @@ pub fn from_slice_noting_duplicates(
     Ok((v, found.into_inner()))
 }
 
+/// What [`for_each_element`] hands over for each element of a body.
+#[derive(Debug)]
+pub enum Element {
+    /// An object: its members whose names `keep` accepts, each the first of its name. A member
+    /// whose value is an array or an object has a stand-in for it: `[n]`, `n` a fingerprint of
+    /// the value (equal values, members in any order, have equal fingerprints), so that it is not
+    /// a string nor a boolean and compares as the value would.
+    Object(Map<String, Value>),
+    /// Anything but an object.
+    Other,
+}
+
+/// What [`for_each_element`] calls with each element: its position (`None` for a body that is
+/// one object), the element, its repeated members.
+pub type EachElement<'e> = dyn FnMut(Option<usize>, Element, Vec<Duplicate>) + 'e;
+
+/// What the top of a body read by [`for_each_element`] was.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Top {
+    /// One object, handed over as the element at `None`.
+    Object,
+    /// An array of this many elements, handed over one by one.
+    Array(usize),
+    /// Neither: nothing was handed over.
+    Other,
+}
+
+/// Reads a body that is an object or an array of objects element by element, handing each to
+/// `each` with the repeated members found inside it (as [`from_slice_noting_duplicates`], with
+/// their paths from the top; at most `limit` in all), without ever holding more than one element:
+/// members that `keep` refuses are read and checked but not kept, and neither are the insides of
+/// arrays and objects. What this takes is the element's kept members and the repeated members'
+/// paths, not a tree of the body: a tree of `[{},{},...]` costs forty times its text.
+pub fn for_each_element(
+    body: &[u8],
+    limit: usize,
+    keep: &dyn Fn(&str) -> bool,
+    each: &mut EachElement<'_>,
+) -> Result<Top, serde_json::Error> {
+    let found = RefCell::new(Vec::new());
+    let cx = Context {
+        found: &found,
+        keep_going: true,
+        limit,
+    };
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let top = TopSeed {
+        cx: &cx,
+        keep,
+        each: RefCell::new(each),
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(top)
+}
+
+struct TopSeed<'c, 'f, 'k, 'e> {
+    cx: &'c Context<'f>,
+    keep: &'k dyn Fn(&str) -> bool,
+    each: RefCell<&'e mut EachElement<'e>>,
+}
+
+impl TopSeed<'_, '_, '_, '_> {
+    /// Hands an element over with the repeated members found since `mark`.
+    fn hand(&self, index: Option<usize>, element: Element, mark: usize) {
+        let dups = self.cx.found.borrow_mut().split_off(mark);
+        (self.each.borrow_mut())(index, element, dups);
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_, '_, '_> {
+    type Value = Top;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Top, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_, '_, '_, '_> {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+    fn visit_none<E>(self) -> Result<Top, E> {
+        Ok(Top::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Top, A::Error> {
+        let element = ElementSeed {
+            cx: self.cx,
+            at: Path::Top,
+            keep: self.keep,
+        }
+        .visit_map(map)?;
+        self.hand(None, element, 0);
+        Ok(Top::Object)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Top, A::Error> {
+        let mut n = 0;
+        loop {
+            let mark = self.cx.found.borrow().len();
+            let seed = ElementSeed {
+                cx: self.cx,
+                at: Path::Element(n, &Path::Top),
+                keep: self.keep,
+            };
+            match seq.next_element_seed(seed)? {
+                Some(Element::Other) => {
+                    // Repeated members inside an element that is not an object are not its
+                    // problem: it is named as not an object only.
+                    self.cx.found.borrow_mut().truncate(mark);
+                    self.hand(Some(n), Element::Other, mark);
+                }
+                Some(element) => self.hand(Some(n), element, mark),
+                None => return Ok(Top::Array(n)),
+            }
+            n += 1;
+        }
+    }
+}
+
+/// One element: an object's kept members, or `Other` (walked through all the same).
+struct ElementSeed<'c, 'f, 'p, 'k> {
+    cx: &'c Context<'f>,
+    at: Path<'p>,
+    keep: &'k dyn Fn(&str) -> bool,
+}
+
+impl<'de> DeserializeSeed<'de> for ElementSeed<'_, '_, '_, '_> {
+    type Value = Element;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Element, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ElementSeed<'_, '_, '_, '_> {
+    type Value = Element;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Element, E> {
+        Ok(Element::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Element, E> {
+        Ok(Element::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Element, E> {
+        Ok(Element::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Element, E> {
+        Ok(Element::Other)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Element, E> {
+        Ok(Element::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Element, E> {
+        Ok(Element::Other)
+    }
+    fn visit_none<E>(self) -> Result<Element, E> {
+        Ok(Element::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Element, A::Error> {
+        Walk {
+            cx: self.cx,
+            at: self.at,
+        }
+        .visit_seq(seq)?;
+        Ok(Element::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Element, A::Error> {
+        let mut out = Map::new();
+        // Every member's name (the kept ones are also in `out`), to find repeats.
+        let mut seen = Seen::new();
+        let mut repeated: Vec<String> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let walk = Walk {
+                cx: self.cx,
+                at: Path::Member(&key, &self.at),
+            };
+            let value = if (self.keep)(&key) {
+                Some(map.next_value_seed(Kept(walk))?)
+            } else {
+                map.next_value_seed(walk)?;
+                None
+            };
+            if !seen.insert(&key) {
+                if !repeated.contains(&key) {
+                    repeated.push(key);
+                }
+                continue;
+            }
+            if let Some(v) = value {
+                out.insert(key, v);
+            }
+        }
+        note_repeated(self.cx, &self.at, repeated);
+        Ok(Element::Object(out))
+    }
+}
+
+/// Lists an object's repeated members (as `Node::visit_map` does), up to the limit.
+fn note_repeated(cx: &Context<'_>, at: &Path<'_>, repeated: Vec<String>) {
+    if repeated.is_empty() {
+        return;
+    }
+    let mut found = cx.found.borrow_mut();
+    let up = at.steps();
+    for name in repeated {
+        if found.len() >= cx.limit {
+            break;
+        }
+        let mut path = up.clone();
+        path.push(Step::Member(name));
+        found.push(Duplicate { path });
+    }
+}
+
+/// A kept member's value: a scalar as a `Value`, an array or object by its fingerprint (`[n]`).
+struct Kept<'c, 'f, 'p>(Walk<'c, 'f, 'p>);
+
+impl<'de> DeserializeSeed<'de> for Kept<'_, '_, '_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Kept<'_, '_, '_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::Number(v.into()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Value, A::Error> {
+        let h = self.0.visit_seq(seq)?;
+        Ok(Value::Array(vec![Value::from(h)]))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        let h = self.0.visit_map(map)?;
+        Ok(Value::Array(vec![Value::from(h)]))
+    }
+}
+
+/// Walks through a value without building it, noting repeated members; gives its fingerprint:
+/// a hash of the value as `Value` compares it (an object's members in any order, the first of a
+/// repeated member).
+struct Walk<'c, 'f, 'p> {
+    cx: &'c Context<'f>,
+    at: Path<'p>,
+}
+
+fn fingerprint(kind: u8, text: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    kind.hash(&mut h);
+    text.hash(&mut h);
+    h.finish()
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_, '_, '_> {
+    type Value = u64;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, '_, '_> {
+    type Value = u64;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<u64, E> {
+        Ok(fingerprint(1, &[u8::from(v)]))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<u64, E> {
+        Ok(fingerprint(2, Number::from(v).to_string().as_bytes()))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<u64, E> {
+        Ok(fingerprint(2, Number::from(v).to_string().as_bytes()))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<u64, E> {
+        Ok(match Number::from_f64(v) {
+            Some(n) => fingerprint(2, n.to_string().as_bytes()),
+            None => fingerprint(0, b""),
+        })
+    }
+    fn visit_str<E>(self, v: &str) -> Result<u64, E> {
+        Ok(fingerprint(3, v.as_bytes()))
+    }
+    fn visit_unit<E>(self) -> Result<u64, E> {
+        Ok(fingerprint(0, b""))
+    }
+    fn visit_none<E>(self) -> Result<u64, E> {
+        Ok(fingerprint(0, b""))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u64, A::Error> {
+        use std::hash::Hasher;
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        h.write_u8(4);
+        let mut n = 0;
+        while let Some(item) = seq.next_element_seed(Walk {
+            cx: self.cx,
+            at: Path::Element(n, &self.at),
+        })? {
+            h.write_u64(item);
+            n += 1;
+        }
+        Ok(h.finish())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u64, A::Error> {
+        let mut seen = Seen::new();
+        let mut repeated: Vec<String> = Vec::new();
+        // Members in any order: a sum of each member's hash.
+        let mut sum = fingerprint(5, b"");
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(Walk {
+                cx: self.cx,
+                at: Path::Member(&key, &self.at),
+            })?;
+            if !seen.insert(&key) {
+                if !repeated.contains(&key) {
+                    repeated.push(key);
+                }
+                continue;
+            }
+            let mut member = key.into_bytes();
+            member.extend_from_slice(&value.to_le_bytes());
+            sum = sum.wrapping_add(fingerprint(6, &member));
+        }
+        note_repeated(self.cx, &self.at, repeated);
+        Ok(sum)
+    }
+}
+
 fn parse(body: &[u8], cx: &Context<'_>) -> Result<Value, serde_json::Error> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let v = Node { cx, at: Path::Top }.deserialize(&mut de)?;
@@ -119,6 +517,60 @@ struct Context<'f> {
     found: &'f RefCell<Vec<Duplicate>>,
     keep_going: bool,
     limit: usize,
+}
+
+/// The names of an object's members seen so far, as hashes keyed at random for each process:
+/// about 10 bytes a member however long its name (the names themselves cost up to eight times
+/// their text in small strings). Two names are taken for one only if their 64-bit hashes
+/// collide, which a client cannot aim at without the key.
+struct Seen {
+    hashes: std::collections::HashSet<u64, NoHash>,
+}
+
+/// The hashes are already hashes: the set uses them as they are.
+#[derive(Default, Clone, Copy)]
+struct NoHash;
+
+impl std::hash::BuildHasher for NoHash {
+    type Hasher = PassThrough;
+    fn build_hasher(&self) -> PassThrough {
+        PassThrough(0)
+    }
+}
+
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+thread_local! {
+    /// The key of member-name hashes, drawn once per thread.
+    static NAMES: std::collections::hash_map::RandomState = Default::default();
+}
+
+impl Seen {
+    fn new() -> Seen {
+        Seen {
+            hashes: std::collections::HashSet::with_hasher(NoHash),
+        }
+    }
+
+    /// Records `name`; false if it was seen before.
+    fn insert(&mut self, name: &str) -> bool {
+        let h = NAMES.with(|k| std::hash::BuildHasher::hash_one(k, name));
+        self.hashes.insert(h)
+    }
 }
 
 /// Where a value sits, as a chain of borrowed steps up to the top: nothing is allocated for it
@@ -327,6 +779,47 @@ mod tests {
         assert_eq!(v[0]["b"]["c"], 1);
         let (_, d) = from_slice_noting_duplicates(br#"{"a":1,"a":1,"b":1,"b":1}"#, 1).unwrap();
         assert_eq!(d.len(), 1, "the limit holds");
+    }
+
+    #[test]
+    fn elements_are_handed_over_one_by_one_with_their_repeated_members() {
+        let body = br#"[{"a":1,"x":[{"q":1,"q":2}],"a":2}, [{"z":0,"z":0}],
+            {"a":{"m":1,"n":[2.5,"s",null]}}, {"a":{"n":[2.5,"s",null],"m":1}}, {"a":{"m":2}}]"#;
+        let mut got = Vec::new();
+        let top = for_each_element(body, 10, &|k| k == "a", &mut |i, e, d| {
+            let names: Vec<String> = d.iter().map(ToString::to_string).collect();
+            got.push((i, e, names));
+        })
+        .unwrap();
+        assert_eq!(top, Top::Array(5));
+        let obj = |e: &Element| match e {
+            Element::Object(m) => m.clone(),
+            Element::Other => panic!("not an object"),
+        };
+        assert_eq!(got[0].0, Some(0));
+        // The first of a repeated member; members not kept are left out.
+        assert_eq!(Value::Object(obj(&got[0].1)), json!({"a": 1}));
+        assert_eq!(got[0].2, ["[0].x[0].q", "[0].a"]);
+        // Not an object: named as such only.
+        assert!(matches!(got[1].1, Element::Other) && got[1].2.is_empty());
+        // Objects and arrays by fingerprint: equal values (members in any order) alike.
+        let (a, b, c) = (obj(&got[2].1), obj(&got[3].1), obj(&got[4].1));
+        assert!(a["a"].is_array() && !a["a"].is_string());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        // One object at the top.
+        let mut n = 0;
+        let top = for_each_element(br#"{"a":"x","a":"y"}"#, 10, &|_| true, &mut |i, e, d| {
+            assert_eq!(i, None);
+            assert_eq!(Value::Object(obj(&e)), json!({"a": "x"}));
+            assert_eq!(d.len(), 1);
+            n += 1;
+        })
+        .unwrap();
+        assert_eq!((top, n), (Top::Object, 1));
+        let top = for_each_element(b"\"s\"", 10, &|_| true, &mut |_, _, _| n += 1).unwrap();
+        assert_eq!((top, n), (Top::Other, 1));
+        assert!(for_each_element(b"[{}", 10, &|_| true, &mut |_, _, _| {}).is_err());
     }
 
     proptest! {

@@ -1,6 +1,8 @@
 //! Parasol: an on-premises server for the enforcement (`/1.0/`) and management (`/v1/`)
 //! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
 
+pub mod access;
+pub mod budget;
 pub mod bulk;
 pub mod cli;
 pub mod config;
@@ -8,17 +10,21 @@ pub mod datadir;
 pub mod demo;
 pub mod enforcement;
 pub mod error;
+pub mod export;
 pub mod host;
 pub mod http;
 pub mod ids;
 pub mod json;
 pub mod management;
+pub mod metrics;
 pub mod netinfo;
+pub mod own;
 pub mod ratelimit;
 pub mod reputation;
 pub mod router;
 pub mod secrets;
 pub mod server;
+pub mod slots;
 pub mod state;
 pub mod store;
 #[cfg(test)]

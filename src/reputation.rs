@@ -156,21 +156,22 @@ impl Reputation {
     /// Reads and parses the given files, a line at a time (a million-line file is never held in
     /// memory whole). The error names the file and line.
     pub fn load(reputation: Option<&Path>, known_good: Option<&Path>) -> Result<Self, String> {
-        let open = |p: &Path| {
-            let f = std::fs::File::open(p).map_err(|e| format!("{}: {e}", p.display()))?;
+        // Errors name the flag that gave the file, so an operator knows which one to fix.
+        let open = |flag: &str, p: &Path| {
+            let f = std::fs::File::open(p).map_err(|e| format!("{flag} {}: {e}", p.display()))?;
             let size = f.metadata().map_or(0, |m| m.len() as usize);
             Ok::<_, String>((std::io::BufReader::with_capacity(64 * 1024, f), size))
         };
         let mut rep = Reputation::default();
         if let Some(p) = reputation {
-            let (r, size) = open(p)?;
+            let (r, size) = open("--reputation", p)?;
             rep.scores = parse_lines(r, size, reputation_line)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+                .map_err(|e| format!("--reputation {}: {e}", p.display()))?;
         }
         if let Some(p) = known_good {
-            let (r, size) = open(p)?;
+            let (r, size) = open("--known-good", p)?;
             rep.known_good = parse_lines(r, size, known_good_line)
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+                .map_err(|e| format!("--known-good {}: {e}", p.display()))?;
         }
         Ok(rep)
     }
@@ -290,6 +291,16 @@ pub struct ReputationHandle {
     current: RwLock<Arc<Reputation>>,
     reputation_path: Option<PathBuf>,
     known_good_path: Option<PathBuf>,
+    /// When the data in force was loaded (Unix seconds), and reloads refused since start: for
+    /// the metrics, so that a reload that failed unnoticed shows.
+    loaded_at: std::sync::atomic::AtomicU64,
+    refused: std::sync::atomic::AtomicU64,
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 impl ReputationHandle {
@@ -300,6 +311,8 @@ impl ReputationHandle {
             current: RwLock::new(Arc::new(rep)),
             reputation_path: reputation,
             known_good_path: known_good,
+            loaded_at: unix_now().into(),
+            refused: 0.into(),
         })
     }
 
@@ -313,16 +326,31 @@ impl ReputationHandle {
 
     /// Re-reads the files; on any error the old data stays and the error is returned.
     pub fn reload(&self) -> Result<(usize, usize), String> {
+        use std::sync::atomic::Ordering;
         let rep = Reputation::load(
             self.reputation_path.as_deref(),
             self.known_good_path.as_deref(),
-        )?;
+        )
+        .inspect_err(|_| {
+            self.refused.fetch_add(1, Ordering::Relaxed);
+        })?;
         let counts = rep.counts();
         match self.current.write() {
             Ok(mut g) => *g = Arc::new(rep),
             Err(poisoned) => *poisoned.into_inner() = Arc::new(rep),
         }
+        self.loaded_at.store(unix_now(), Ordering::Relaxed);
         Ok(counts)
+    }
+
+    /// When the data in force was loaded, Unix seconds.
+    pub fn loaded_at(&self) -> u64 {
+        self.loaded_at.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Reloads refused (a file with a bad line, or unreadable) since start.
+    pub fn reloads_refused(&self) -> u64 {
+        self.refused.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

@@ -1,6 +1,9 @@
 //! The router: (method, path) -> a typed endpoint, with no I/O. Paths under `/1.0/` belong to the
-//! enforcement interface, paths under `/v1/` to the management interface; anything else is a 404
-//! in the enforcement error shape.
+//! enforcement interface, paths under `/v1/` to the management interface, and Parasol's own
+//! endpoints under `/parasol/v1/` (authenticated and scoped like the management interface's
+//! organization paths) are answered in the management interface's shape; Parasol's own paths
+//! at the top (`/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`) answer errors in the
+//! enforcement shape, and so does anything else, with a 404.
 
 use hyper::Method;
 
@@ -18,6 +21,22 @@ pub enum Interface {
 pub enum Route {
     Enf(EnfEndpoint),
     Mgmt(MgmtEndpoint),
+    /// Parasol's own paths, outside both interfaces (no authentication).
+    Own(OwnEndpoint),
+}
+
+/// Parasol's own paths (decisions.md), for operators and integrators: health, readiness,
+/// metrics and the OpenAPI document. Each has GET only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnEndpoint {
+    /// `GET /healthz`: the process answers.
+    Healthz,
+    /// `GET /readyz`: the store takes writes.
+    Readyz,
+    /// `GET /metrics`: the Prometheus text format.
+    Metrics,
+    /// `GET /openapi.yaml`: the OpenAPI document of both interfaces.
+    OpenApi,
 }
 
 /// Endpoints of the enforcement interface.
@@ -43,6 +62,27 @@ pub enum MgmtEndpoint {
     Msp { msp: i64, ep: Items },
     /// `/v1/organizations/{id}/...`
     Org { org: i64, ep: OrgEndpoint },
+    /// `/parasol/v1/organizations/{id}/...`: what Parasol adds for enforcement on the appliance.
+    Parasol { org: i64, ep: ParasolEndpoint },
+}
+
+/// Parasol's own endpoints of an organization (decisions.md: outside both cloud interfaces'
+/// paths, with the management credentials and scopes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParasolEndpoint {
+    /// `GET .../decision?name=NAME`: is the name blocked for the organization, and why.
+    Decision,
+    /// `.../allowlist`: the allow list.
+    AllowList(AllowListEndpoint),
+}
+
+/// The allow list's operations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowListEndpoint {
+    List,
+    Add,
+    /// `DELETE .../allowlist/{name}`, the name percent-decoded (not yet normalised).
+    Remove(String),
 }
 
 /// What a service provider's path addresses.
@@ -111,8 +151,8 @@ pub enum RouteError {
     MethodNotAllowed(Interface, &'static str),
 }
 
-/// Most segments of a routed path (`/v1/organizations/{org}/internalnetworks/{id}`).
-const MAX_SEGMENTS: usize = 5;
+/// Most segments of a routed path (`/parasol/v1/organizations/{org}/allowlist/{name}`).
+const MAX_SEGMENTS: usize = 6;
 
 /// Routes a request by method and path (without the query).
 pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
@@ -139,6 +179,18 @@ pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
     match segs.split_first() {
         Some((&"1.0", tail)) => enforcement(method, tail).map(Route::Enf),
         Some((&"v1", tail)) => management(method, tail).map(Route::Mgmt),
+        Some((&"parasol", ["v1", tail @ ..])) => parasol(method, tail).map(Route::Mgmt),
+        Some((&"parasol", _)) => Err(RouteError::NotFound(Interface::Management)),
+        Some((own, [])) => {
+            let ep = match *own {
+                "healthz" => OwnEndpoint::Healthz,
+                "readyz" => OwnEndpoint::Readyz,
+                "metrics" => OwnEndpoint::Metrics,
+                "openapi.yaml" => OwnEndpoint::OpenApi,
+                _ => return Err(RouteError::NotFound(Interface::Enforcement)),
+            };
+            pick(Interface::Enforcement, method, "GET", [(Method::GET, ep)]).map(Route::Own)
+        }
         _ => Err(RouteError::NotFound(Interface::Enforcement)),
     }
 }
@@ -244,6 +296,44 @@ fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError
         }
         _ => Err(nf()),
     }
+}
+
+/// Parasol's own endpoints, under `/parasol/v1/`.
+fn parasol(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError> {
+    let m = Interface::Management;
+    let nf = || RouteError::NotFound(m);
+    let (org, rest) = match segs {
+        ["organizations", org, rest @ ..]
+            if !org.is_empty() && org.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            (org.parse::<i64>().map_err(|_| nf())?, rest)
+        }
+        _ => return Err(nf()),
+    };
+    let ep = match rest {
+        ["decision"] => pick(m, method, "GET", [(Method::GET, ParasolEndpoint::Decision)])?,
+        ["allowlist"] => ParasolEndpoint::AllowList(pick(
+            m,
+            method,
+            GET_POST,
+            [
+                (Method::GET, AllowListEndpoint::List),
+                (Method::POST, AllowListEndpoint::Add),
+            ],
+        )?),
+        ["allowlist", name] if !name.is_empty() => {
+            // A segment that does not decode is kept as sent: the handler refuses it as a name.
+            let name = percent_decode(name).unwrap_or_else(|| (*name).to_string());
+            ParasolEndpoint::AllowList(pick(
+                m,
+                method,
+                "DELETE",
+                [(Method::DELETE, AllowListEndpoint::Remove(name))],
+            )?)
+        }
+        _ => return Err(nf()),
+    };
+    Ok(MgmtEndpoint::Parasol { org, ep })
 }
 
 const GET_POST: &str = "GET, POST";
@@ -352,6 +442,12 @@ impl Route {
                 }
             },
             Route::Mgmt(m) => m.template(),
+            Route::Own(o) => match o {
+                OwnEndpoint::Healthz => "/healthz",
+                OwnEndpoint::Readyz => "/readyz",
+                OwnEndpoint::Metrics => "/metrics",
+                OwnEndpoint::OpenApi => "/openapi.yaml",
+            },
         }
     }
 }
@@ -375,6 +471,15 @@ impl MgmtEndpoint {
             Msp { ep, .. } => match ep {
                 Items::List | Items::Create => "/v1/msps/{mspId}/customers",
                 _ => "/v1/msps/{mspId}/customers/{customerId}",
+            },
+            Parasol { ep, .. } => match ep {
+                ParasolEndpoint::Decision => "/parasol/v1/organizations/{organizationId}/decision",
+                ParasolEndpoint::AllowList(AllowListEndpoint::List | AllowListEndpoint::Add) => {
+                    "/parasol/v1/organizations/{organizationId}/allowlist"
+                }
+                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => {
+                    "/parasol/v1/organizations/{organizationId}/allowlist/{name}"
+                }
             },
             Org { ep, .. } => {
                 let (collection, item) = match ep {
@@ -459,13 +564,22 @@ impl Route {
                 OrgEndpoint::Users(ReadCreateDelete::Delete(_)) => Method::DELETE,
                 OrgEndpoint::Roles => Method::GET,
             },
+            Route::Mgmt(Parasol { ep, .. }) => match ep {
+                ParasolEndpoint::Decision | ParasolEndpoint::AllowList(AllowListEndpoint::List) => {
+                    Method::GET
+                }
+                ParasolEndpoint::AllowList(AllowListEndpoint::Add) => Method::POST,
+                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => Method::DELETE,
+            },
+            Route::Own(_) => Method::GET,
         }
     }
 
     /// A number for each kind of route (each leaf of the endpoint types), from 0 to
     /// `ROUTE_KINDS - 1`. The match is exhaustive, so a new kind of endpoint does not compile
-    /// until it has a number here, and a test then wants it in `Route::every`.
-    fn kind(&self) -> usize {
+    /// until it has a number here, and a test then wants it in `Route::every`. The metrics keep
+    /// their per-route counters in an array indexed by it.
+    pub fn kind(&self) -> usize {
         use EnfEndpoint::*;
         use MgmtEndpoint::*;
         use OrgEndpoint::*;
@@ -494,6 +608,27 @@ impl Route {
                 Users(ReadCreateDelete::Delete(_)) => 40,
                 Roles => 41,
             },
+            Route::Mgmt(Parasol { ep, .. }) => match ep {
+                ParasolEndpoint::Decision => 42,
+                ParasolEndpoint::AllowList(AllowListEndpoint::List) => 43,
+                ParasolEndpoint::AllowList(AllowListEndpoint::Add) => 44,
+                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => 45,
+            },
+            Route::Own(o) => match o {
+                OwnEndpoint::Healthz => 46,
+                OwnEndpoint::Readyz => 47,
+                OwnEndpoint::Metrics => 48,
+                OwnEndpoint::OpenApi => 49,
+            },
+        }
+    }
+
+    /// The interface a route belongs to, as metrics and the access log name it.
+    pub fn interface_name(&self) -> &'static str {
+        match self {
+            Route::Enf(_) => "enforcement",
+            Route::Mgmt(_) => "management",
+            Route::Own(_) => "parasol",
         }
     }
 
@@ -564,14 +699,29 @@ impl Route {
             out.push(org(OrgEndpoint::Users(e)));
         }
         out.push(org(OrgEndpoint::Roles));
+        for ep in [
+            ParasolEndpoint::Decision,
+            ParasolEndpoint::AllowList(AllowListEndpoint::List),
+            ParasolEndpoint::AllowList(AllowListEndpoint::Add),
+            ParasolEndpoint::AllowList(AllowListEndpoint::Remove("www.example.com".into())),
+        ] {
+            out.push(Route::Mgmt(Parasol { org: 7, ep }));
+        }
+        for o in [
+            OwnEndpoint::Healthz,
+            OwnEndpoint::Readyz,
+            OwnEndpoint::Metrics,
+            OwnEndpoint::OpenApi,
+        ] {
+            out.push(Route::Own(o));
+        }
         out.sort_by_key(Route::kind);
         out
     }
 }
 
 /// How many kinds of route there are (see `Route::kind`).
-#[cfg(test)]
-const ROUTE_KINDS: usize = 42;
+pub const ROUTE_KINDS: usize = 50;
 
 /// Every route the server answers: its method and path template, as the OpenAPI document lists
 /// them (routes that differ only in how they read a parameter share a template).
@@ -706,6 +856,25 @@ mod tests {
     }
 
     #[test]
+    fn parasols_own_paths_take_get_and_answer_errors_in_the_enforcement_shape() {
+        for (p, ep) in [
+            ("/healthz", OwnEndpoint::Healthz),
+            ("/readyz/", OwnEndpoint::Readyz),
+            ("/metrics", OwnEndpoint::Metrics),
+            ("/openapi.yaml", OwnEndpoint::OpenApi),
+        ] {
+            assert_eq!(r(Method::GET, p), Ok(Route::Own(ep)), "{p}");
+            assert_eq!(
+                r(Method::POST, p),
+                Err(RouteError::MethodNotAllowed(Interface::Enforcement, "GET"))
+            );
+        }
+        for p in ["/healthz/x", "/openapi.json", "/1.0/healthz", "/v1/metrics"] {
+            assert!(r(Method::GET, p).is_err(), "{p}");
+        }
+    }
+
+    #[test]
     fn management_routes_are_nested_by_tenant() {
         use MgmtEndpoint::*;
         let cases: Vec<(Method, &str, MgmtEndpoint)> = vec![
@@ -788,6 +957,7 @@ mod tests {
                 .split('/')
                 .map(|seg| match seg {
                     "{roamingComputerId}" => "0a0b0c0d",
+                    "{name}" => "www.example.com",
                     s if s.starts_with('{') => "7",
                     s => s,
                 })
@@ -807,7 +977,57 @@ mod tests {
         for r in &every {
             assert_eq!(route(&r.method(), &path_of(r)).as_ref(), Ok(r), "{r:?}");
         }
-        assert_eq!(routes().len(), 41, "one template for two kinds of delete");
+        assert_eq!(routes().len(), 49, "one template for two kinds of delete");
+    }
+
+    #[test]
+    fn parasol_routes_are_management_routes_of_an_organization() {
+        use AllowListEndpoint::*;
+        let p = |org, ep| Ok(Route::Mgmt(MgmtEndpoint::Parasol { org, ep }));
+        assert_eq!(
+            r(Method::GET, "/parasol/v1/organizations/3/decision"),
+            p(3, ParasolEndpoint::Decision)
+        );
+        assert_eq!(
+            r(Method::POST, "/parasol/v1/organizations/3/allowlist/"),
+            p(3, ParasolEndpoint::AllowList(Add))
+        );
+        assert_eq!(
+            r(
+                Method::DELETE,
+                "/parasol/v1/organizations/3/allowlist/b%C3%BCcher.test"
+            ),
+            p(3, ParasolEndpoint::AllowList(Remove("bücher.test".into())))
+        );
+        let m = Interface::Management;
+        assert_eq!(
+            r(Method::POST, "/parasol/v1/organizations/3/decision"),
+            Err(RouteError::MethodNotAllowed(m, "GET"))
+        );
+        assert_eq!(
+            r(Method::PUT, "/parasol/v1/organizations/3/allowlist"),
+            Err(RouteError::MethodNotAllowed(m, "GET, POST"))
+        );
+        assert_eq!(
+            r(
+                Method::GET,
+                "/parasol/v1/organizations/3/allowlist/x.example"
+            ),
+            Err(RouteError::MethodNotAllowed(m, "DELETE"))
+        );
+        for path in [
+            "/parasol",
+            "/parasol/v2/organizations/3/decision",
+            "/parasol/v1/organizations/x/decision",
+            "/parasol/v1/organizations/-3/decision",
+            "/parasol/v1/organizations/3",
+            "/parasol/v1/organizations/3/decision/x",
+            "/parasol/v1/organizations/3/allowlist/a/b",
+            "/parasol/v1/organizations/3/allowlist//",
+            "/parasol/v1/organizations/99999999999999999999/decision",
+        ] {
+            assert_eq!(r(Method::GET, path), Err(RouteError::NotFound(m)), "{path}");
+        }
     }
 
     #[test]

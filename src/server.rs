@@ -1,13 +1,17 @@
 //! The listener: TLS accept inside each connection's task, the hyper HTTP/1.1 connection loop,
-//! connection limits and timeouts, the request-size rule, SIGHUP reloads and graceful shutdown.
+//! connection slots (`slots`) and timeouts, the request-size rule, the memory budget of request
+//! bodies (`budget`), SIGHUP reloads and graceful shutdown; every answer's `X-Request-Id`, its
+//! metrics and its access log line; and the optional plain HTTP listener of `--metrics-listen`.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::CONTENT_LENGTH;
 use hyper::server::conn::http1;
@@ -15,14 +19,18 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use crate::budget::{Charge, MemoryBudget};
 use crate::config::{ServerConfig, TlsSource};
 use crate::error::{EnfError, MgmtError};
 use crate::http::{Body, Query};
+use crate::ids::{RequestId, X_REQUEST_ID};
+use crate::metrics::{ConnRefusal, RouteSlot, UNMATCHED};
 use crate::reputation::ReputationHandle;
-use crate::router::{self, Interface, Route, RouteError};
+use crate::router::{self, EnfEndpoint, Interface, OwnEndpoint, Route, RouteError};
+use crate::slots::{Phase, SlotGuard, Slots};
 use crate::state::{AppState, RequestCtx};
 use crate::store::{Store, StoreError};
 use crate::transport::Transport;
@@ -78,9 +86,23 @@ pub async fn run(
             );
         }
     }
+    // Bound before anything is served, so that a wrong address stops the start.
+    let metrics_listener = match &config.metrics_listen {
+        Some(addr) => {
+            let l = std::net::TcpListener::bind(addr)
+                .map_err(|e| format!("cannot listen on {addr} (--metrics-listen): {e}"))?;
+            l.set_nonblocking(true).map_err(|e| e.to_string())?;
+            Some(tokio::net::TcpListener::from_std(l).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
     let reputation = ReputationHandle::open(config.reputation.clone(), config.known_good.clone())?;
     let (scores, good) = reputation.get().counts();
     log::info!("reputation data: {scores} scored domains, {good} known-good domains");
+    let budget = Arc::new(MemoryBudget::new(
+        config.limits.memory_budget,
+        config.limits.budget_wait,
+    ));
 
     let state = Arc::new(AppState {
         store: store.clone(),
@@ -95,48 +117,81 @@ pub async fn run(
         rate: crate::ratelimit::RateLimiter::new(config.cloud_limits),
         pages: Default::default(),
         bulk: crate::bulk::BulkPool::start().map_err(|e| format!("cannot start threads: {e}"))?,
+        metrics: crate::metrics::Metrics::new(),
+        access: crate::access::AccessLogger::new(config.access_log),
+        metrics_elsewhere: metrics_listener.is_some(),
+        budget: budget.clone(),
     });
 
+    let exporter = match &config.export {
+        Some(e) => Some(crate::export::Exporter::start(store.clone(), e.clone())?),
+        None => None,
+    };
+
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    widen_backlog(&listener, config.limits.max_connections);
     let listener = tokio::net::TcpListener::from_std(listener).map_err(|e| e.to_string())?;
-    let max = config.limits.max_connections.max(1);
-    let slots = Arc::new(Semaphore::new(max));
+    let slots = Slots::new(
+        config.limits.max_connections,
+        config.limits.eviction_grace,
+        move || budget.note_freed(crate::budget::CONNECTION_BYTES),
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut hangup = Hangup::new()?;
+    let metrics_task = match metrics_listener {
+        Some(l) => {
+            let addr = l.local_addr().map_err(|e| e.to_string())?;
+            log::info!(
+                "metrics: serving http://{}/metrics",
+                crate::netinfo::advertised(addr)
+            );
+            Some(tokio::spawn(serve_metrics(
+                state.clone(),
+                l,
+                stop_rx.clone(),
+            )))
+        }
+        None => None,
+    };
     log::info!("parasol ready: serving {url}");
 
     let sentinel = tokio::spawn(timer_sentinel());
     let purger = tokio::spawn(purge_events(store.clone()));
     tokio::pin!(shutdown);
     loop {
-        let permit = tokio::select! {
-            _ = &mut shutdown => break,
-            _ = hangup.recv() => { reload(&state); continue; }
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             _ = &mut shutdown => break,
             _ = hangup.recv() => { reload(&state); continue; }
             r = listener.accept() => match r {
-                Ok((s, _)) => s,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of descriptors and the like: back off briefly instead of spinning.
                     log::warn!("accept failed: {e}");
+                    state.metrics.connection_refused(ConnRefusal::AcceptFailed);
                     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
                     continue;
                 }
             },
+        };
+        state.metrics.connection_accepted();
+        // A slot for it: a free one, or one made by closing a connection that sends no request
+        // (see `slots`). Meanwhile the next clients wait in the listen backlog.
+        let slot = match slots.try_claim() {
+            Some(slot) => slot,
+            None => {
+                state.metrics.connection_limit_reached();
+                tokio::select! {
+                    _ = &mut shutdown => break,
+                    slot = slots.claim() => slot,
+                }
+            }
         };
         let state = state.clone();
         let acceptor = acceptor.clone();
         let stop = stop_rx.clone();
         tokio::spawn(async move {
             let _client = ClientCount::enter(&state);
-            serve_connection(state, stream, acceptor, stop).await;
-            drop(permit);
+            serve_connection(state, stream, peer, acceptor, stop, slot).await;
         });
     }
 
@@ -144,7 +199,7 @@ pub async fn run(
     drop(listener);
     let _ = stop_tx.send(true);
     let grace = config.limits.shutdown_grace;
-    if tokio::time::timeout(grace, slots.acquire_many(max as u32))
+    if tokio::time::timeout(grace, slots.all_released())
         .await
         .is_err()
     {
@@ -152,13 +207,37 @@ pub async fn run(
     }
     sentinel.abort();
     purger.abort();
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
+    if let Some(e) = exporter {
+        e.stop().await;
+    }
     drop(state);
     tokio::task::spawn_blocking(move || store.close())
         .await
         .map_err(|e| e.to_string())?;
     drop(dir_lock);
+    crate::access::flush();
     log::info!("stopped");
     Ok(())
+}
+
+/// Gives the listener a backlog as long as the connection limit (the kernel caps it at
+/// `net.core.somaxconn`). The standard library listens with a backlog of 128: when a thousand
+/// clients connected at once the queue overflowed, the kernel dropped their SYNs, and every
+/// client behind them, an ordinary one included, waited for its SYN to be sent again 1, 3 or 7
+/// seconds later. Listening again on a listening socket only changes its backlog.
+fn widen_backlog(listener: &std::net::TcpListener, max_connections: usize) {
+    use std::os::fd::AsRawFd;
+    let backlog = i32::try_from(max_connections.max(128)).unwrap_or(i32::MAX);
+    // SAFETY: listen on a socket descriptor this listener owns, which is already listening.
+    if unsafe { libc::listen(listener.as_raw_fd(), backlog) } != 0 {
+        log::debug!(
+            "cannot widen the listen backlog: {}",
+            std::io::Error::last_os_error()
+        );
+    }
 }
 
 /// Counts a connection in `Store::clients` for as long as it lives.
@@ -263,45 +342,176 @@ async fn purge_events(store: Store) {
     }
 }
 
-async fn serve_connection(
+/// Connections the `--metrics-listen` listener serves at once.
+const METRICS_CONNECTIONS: usize = 16;
+
+/// The `--metrics-listen` listener: plain HTTP, `GET /metrics`, `/healthz` and `/readyz` only,
+/// a few connections at a time; its connections are not clients of the store's writer.
+async fn serve_metrics(
     state: Arc<AppState>,
-    stream: tokio::net::TcpStream,
-    acceptor: Option<TlsAcceptor>,
+    listener: tokio::net::TcpListener,
     stop: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
-    let limits = state.limits.clone();
-    match acceptor {
-        Some(acceptor) => {
-            // SECURITY: the handshake runs here, in the connection's task, under a time limit, so
-            // a client that stalls mid-handshake holds only its own slot, never the accept loop.
-            match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => serve_http(state, tls, stop).await,
-                Ok(Err(e)) => log::debug!("TLS handshake failed: {e}"),
-                Err(_) => log::debug!("TLS handshake timed out"),
+    // Its own slots, so that a scraper is never turned away by the main listener's clients.
+    let slots = Slots::new(METRICS_CONNECTIONS, state.limits.eviction_grace, || {});
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                log::warn!("metrics listener: accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                continue;
             }
-        }
-        None => serve_http(state, stream, stop).await,
+        };
+        let slot = match slots.try_claim() {
+            Some(slot) => slot,
+            None => slots.claim().await,
+        };
+        let _ = stream.set_nodelay(true);
+        let state = state.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let conn = slot.conn().clone();
+            serve_http(state, stream, peer, Listener::Metrics, stop, conn).await;
+            drop(slot);
+        });
     }
 }
 
-async fn serve_http<IO>(state: Arc<AppState>, io: IO, mut stop: watch::Receiver<bool>)
-where
+/// The listener a connection came in on, which decides the paths it serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listener {
+    /// Both interfaces and Parasol's own paths (less `/metrics` with `--metrics-listen`).
+    Main,
+    /// `--metrics-listen`: `/metrics`, `/healthz` and `/readyz` only.
+    Metrics,
+}
+
+/// Whether `listener` serves `route`; a route it does not serve is answered as an unknown path.
+fn serves(listener: Listener, metrics_elsewhere: bool, route: &Route) -> bool {
+    match (listener, route) {
+        (Listener::Metrics, Route::Own(o)) => o != &OwnEndpoint::OpenApi,
+        (Listener::Metrics, _) => false,
+        (Listener::Main, Route::Own(OwnEndpoint::Metrics)) => !metrics_elsewhere,
+        (Listener::Main, _) => true,
+    }
+}
+
+async fn serve_connection(
+    state: Arc<AppState>,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    acceptor: Option<TlsAcceptor>,
+    stop: watch::Receiver<bool>,
+    slot: SlotGuard,
+) {
+    let _ = stream.set_nodelay(true);
+    let limits = state.limits.clone();
+    let conn = slot.conn().clone();
+    let served = async {
+        match acceptor {
+            Some(acceptor) => {
+                // SECURITY: the handshake runs here, in the connection's task, under a time limit,
+                // so a client that stalls mid-handshake holds only its own slot, never the accept
+                // loop.
+                match tokio::time::timeout(limits.handshake_timeout, acceptor.accept(stream)).await
+                {
+                    Ok(Ok(tls)) => {
+                        serve_http(state, tls, peer, Listener::Main, stop, conn.clone()).await
+                    }
+                    Ok(Err(e)) => {
+                        log::debug!("TLS handshake failed: {e}");
+                        state.metrics.connection_refused(ConnRefusal::TlsFailed);
+                    }
+                    Err(_) => {
+                        log::debug!("TLS handshake timed out");
+                        state.metrics.connection_refused(ConnRefusal::TlsTimeout);
+                    }
+                }
+            }
+            None => serve_http(state, stream, peer, Listener::Main, stop, conn.clone()).await,
+        }
+    };
+    // SECURITY: a connection chosen to make room for a new client (it sent no request within the
+    // grace while every slot was taken) is dropped wherever it is.
+    tokio::select! {
+        _ = served => {}
+        _ = conn.evicted() => log::debug!("connection closed to make room for a new client"),
+    }
+    drop(slot);
+}
+
+async fn serve_http<IO>(
+    state: Arc<AppState>,
+    io: IO,
+    peer: SocketAddr,
+    listener: Listener,
+    mut stop: watch::Receiver<bool>,
+    slot: Arc<crate::slots::Conn>,
+) where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let limits = state.limits.clone();
     let linger = Arc::new(AtomicBool::new(false));
+    // The transport's own answers (to requests hyper cannot parse) are counted and logged like
+    // any other.
+    let answered = {
+        let state = state.clone();
+        move |management: bool, id: &RequestId, bytes: usize| {
+            let iface = if management {
+                Interface::Management
+            } else {
+                Interface::Enforcement
+            };
+            state
+                .metrics
+                .request_unmeasured(RouteSlot::unmatched(iface), 400);
+            state.access.log(&crate::access::Entry {
+                method: None,
+                route: UNMATCHED,
+                status: 400,
+                bytes: bytes as u64,
+                took: None,
+                client: Some(peer),
+                request_id: id.as_str(),
+            });
+        }
+    };
     let io = Transport::new(
         io,
         linger.clone(),
         limits.linger_bytes,
         limits.linger_time,
         limits.max_request_bytes,
-    );
+        limits.write_timeout,
+    )
+    .on_own_answer(Box::new(answered))
+    .charging_heads(slot.clone(), state.budget.clone());
+    slot.set_phase(Phase::AwaitingHead);
     let service = service_fn(move |req| {
         let state = state.clone();
         let linger = linger.clone();
-        async move { Ok::<_, Infallible>(handle(state, req, linger).await) }
+        let slot = slot.clone();
+        async move {
+            slot.set_phase(Phase::Active);
+            let mut req = req;
+            req.extensions_mut().insert(slot.clone());
+            // A head past the transport's free allowance grew hyper's read buffer, which stays
+            // that size: the connection ends after this answer, and the buffer with it.
+            let large_head = head_size(&req) > crate::transport::HEAD_FREE;
+            let mut res = handle(state, req, linger, peer, listener).await;
+            if large_head {
+                res.headers_mut().insert(
+                    hyper::header::CONNECTION,
+                    hyper::header::HeaderValue::from_static("close"),
+                );
+            }
+            // The request's share of the memory budget stays with its answer until hyper has
+            // handed all of it to the kernel (see `budget`).
+            let held = res.extensions_mut().remove::<Held>();
+            slot.set_phase(Phase::Idle);
+            Ok::<_, Infallible>(res.map(|body| ChargedBody { body, _held: held }))
+        }
     });
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
@@ -350,7 +560,7 @@ fn head_size<B>(req: &Request<B>) -> usize {
 
 fn iface_of(route: &Result<Route, RouteError>) -> Interface {
     match route {
-        Ok(Route::Enf(_)) => Interface::Enforcement,
+        Ok(Route::Enf(_) | Route::Own(_)) => Interface::Enforcement,
         Ok(Route::Mgmt(_)) => Interface::Management,
         Err(RouteError::NotFound(i)) | Err(RouteError::MethodNotAllowed(i, _)) => *i,
     }
@@ -363,29 +573,115 @@ fn too_large(iface: Interface, tx_id: &str) -> Response<Body> {
     }
 }
 
+/// A request's share of the memory budget, carried from `handle` to the answer's body in the
+/// response's extensions.
+#[derive(Clone)]
+struct Held {
+    _charge: Arc<Charge>,
+}
+
+/// An answer's body with the share of the memory budget it holds until hyper has written it.
+struct ChargedBody {
+    body: Body,
+    _held: Option<Held>,
+}
+
+impl hyper::body::Body for ChargedBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// What reading a request's body and parsing it may take, as a multiple of its length: the
+/// charge asked of the memory budget (see `budget`).
+fn memory_factor(route: &Route) -> usize {
+    match route {
+        Route::Enf(EnfEndpoint::PostEvents) => crate::enforcement::event::MEMORY_FACTOR,
+        Route::Enf(_) => crate::budget::PLAIN_FACTOR,
+        Route::Mgmt(_) => crate::json::MEMORY_FACTOR,
+        Route::Own(_) => crate::budget::PLAIN_FACTOR,
+    }
+}
+
+/// The 503 of a request refused because the memory budget stayed spent, asking the client to
+/// come back in this many seconds.
+const BUDGET_RETRY_AFTER: u64 = 1;
+
+fn overloaded(iface: Interface, tx_id: &str) -> Response<Body> {
+    match iface {
+        Interface::Enforcement => EnfError::Unavailable(BUDGET_RETRY_AFTER).into_response(),
+        Interface::Management => MgmtError::Unavailable(BUDGET_RETRY_AFTER).into_response(tx_id),
+    }
+}
+
 enum BodyError {
     TooLarge,
     Timeout,
     Broken,
+    /// A body of unknown length outgrew what the memory budget could grant.
+    Spent,
 }
 
+/// A body of unknown length is charged in steps of at least this many bytes as it arrives.
+const CHARGE_STEP: usize = 64 * 1024;
+
+/// Reads a body of at most `limit` bytes within `timeout`, into one buffer of its declared length
+/// when it has one (each piece hyper hands over is copied in and freed at once, so the body is
+/// held once). A body of unknown length grows `charge` (`factor` times its bytes) as it arrives.
 async fn read_body(
-    body: Incoming,
+    mut body: Incoming,
+    declared: Option<usize>,
     limit: usize,
     timeout: std::time::Duration,
+    budget: &MemoryBudget,
+    charge: &mut Charge,
+    factor: usize,
 ) -> Result<Bytes, BodyError> {
-    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
-        Err(_) => Err(BodyError::Timeout),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                Err(BodyError::TooLarge)
-            } else {
-                Err(BodyError::Broken)
+    let read = async {
+        let mut buf: Vec<u8> = Vec::with_capacity(declared.unwrap_or(0).min(limit));
+        let mut covered = declared.unwrap_or(0);
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|_| BodyError::Broken)?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            let len = buf.len() + data.len();
+            if len > limit {
+                return Err(BodyError::TooLarge);
             }
+            if len > covered {
+                covered = (covered + CHARGE_STEP).max(len).min(limit);
+                budget
+                    .grow(
+                        charge,
+                        covered
+                            .saturating_mul(factor)
+                            .saturating_sub(charge.bytes()),
+                    )
+                    .await
+                    .map_err(|_| BodyError::Spent)?;
+            }
+            buf.extend_from_slice(&data);
         }
+        Ok(Bytes::from(buf))
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(r) => r,
+        Err(_) => Err(BodyError::Timeout),
     }
 }
 
@@ -407,20 +703,54 @@ fn close_after(res: &mut Response<Body>, linger: &AtomicBool) {
     );
 }
 
-/// Handles one request: route, size rule, Host, body, then the interface's handler.
+/// Handles one request: routes it, answers it (`respond`), then gives the answer its
+/// `X-Request-Id`, counts it in the metrics and writes its access log line.
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
     linger: Arc<AtomicBool>,
+    peer: SocketAddr,
+    listener: Listener,
 ) -> Response<Body> {
-    let route = router::route(req.method(), req.uri().path());
-    let iface = iface_of(&route);
-    // Only the management interface reports a txId; an enforcement request needs no random id
-    // (and no getrandom system call).
-    let tx_id = match iface {
-        Interface::Management => crate::ids::request_id().to_string(),
-        Interface::Enforcement => String::new(),
+    let started = Instant::now();
+    let id = RequestId::next();
+    let method = req.method().clone();
+    let route = match router::route(req.method(), req.uri().path()) {
+        Ok(r) if !serves(listener, state.metrics_elsewhere, &r) => {
+            Err(RouteError::NotFound(Interface::Enforcement))
+        }
+        other => other,
     };
+    let slot = RouteSlot::of(&route);
+    let template = route.as_ref().map_or(UNMATCHED, Route::template);
+    let mut res = respond(&state, route, req, &linger, id.as_str()).await;
+    res.headers_mut().insert(X_REQUEST_ID, id.header_value());
+    let took = started.elapsed();
+    let status = res.status().as_u16();
+    state.metrics.request(slot, status, took);
+    state.access.log(&crate::access::Entry {
+        method: Some(method.as_str()),
+        route: template,
+        status,
+        bytes: hyper::body::Body::size_hint(res.body())
+            .exact()
+            .unwrap_or(0),
+        took: Some(took),
+        client: Some(peer),
+        request_id: id.as_str(),
+    });
+    res
+}
+
+/// Answers one request: route, size rule, Host, body, then the interface's handler.
+async fn respond(
+    state: &Arc<AppState>,
+    route: Result<Route, RouteError>,
+    req: Request<Incoming>,
+    linger: &AtomicBool,
+    tx_id: &str,
+) -> Response<Body> {
+    let iface = iface_of(&route);
     let route = match route {
         Ok(r) => r,
         Err(e) => {
@@ -429,13 +759,13 @@ async fn handle(
                     EnfError::NotFound("Resource not found").into_response()
                 }
                 RouteError::NotFound(Interface::Management) => {
-                    MgmtError::NotFound.into_response(&tx_id)
+                    MgmtError::NotFound.into_response(tx_id)
                 }
                 RouteError::MethodNotAllowed(Interface::Enforcement, allow) => {
                     EnfError::MethodNotAllowed(allow).into_response()
                 }
                 RouteError::MethodNotAllowed(Interface::Management, allow) => {
-                    MgmtError::MethodNotAllowed(allow).into_response(&tx_id)
+                    MgmtError::MethodNotAllowed(allow).into_response(tx_id)
                 }
             };
             // The body is not read for a request refused by its route: the connection closes
@@ -443,7 +773,7 @@ async fn handle(
             // size), so that a client sending its whole body before reading gets the answer
             // instead of a reset.
             if carries_body(req.headers()) {
-                close_after(&mut res, &linger);
+                close_after(&mut res, linger);
             }
             return res;
         }
@@ -461,7 +791,7 @@ async fn handle(
         .unwrap_or(0);
     if head as u64 + declared > max as u64 {
         linger.store(true, Ordering::Relaxed);
-        return too_large(iface, &tx_id);
+        return too_large(iface, tx_id);
     }
     // A malformed Host is refused at the same point as a request too large, before the body is
     // read (and so, like a refusal by route, the connection closes after the answer when a body
@@ -469,19 +799,69 @@ async fn handle(
     if let Err(e) = crate::host::request_host(req.headers()) {
         let mut res = match iface {
             Interface::Enforcement => EnfError::BadRequest(e.to_string()).into_response(),
-            Interface::Management => MgmtError::BadRequest(e.to_string()).into_response(&tx_id),
+            Interface::Management => MgmtError::BadRequest(e.to_string()).into_response(tx_id),
         };
         if carries_body(req.headers()) {
-            close_after(&mut res, &linger);
+            close_after(&mut res, linger);
         }
         return res;
     }
+    // The body's share of the memory budget, granted before any of it is read (see `budget`).
+    let factor = memory_factor(&route);
+    let mut charge = if declared > 0 {
+        let cost = (declared as usize).saturating_mul(factor);
+        let granted = match state.budget.try_charge(cost) {
+            Some(c) => Ok(c),
+            None => {
+                // While it waits, its slot may go to a new client (see `slots`).
+                let slot = req.extensions().get::<Arc<crate::slots::Conn>>().cloned();
+                if let Some(s) = &slot {
+                    s.set_phase(Phase::Waiting);
+                }
+                let granted = state.budget.charge(cost).await;
+                if let Some(s) = &slot {
+                    s.set_phase(Phase::Active);
+                }
+                granted
+            }
+        };
+        match granted {
+            Ok(c) => c,
+            Err(_) => {
+                log::debug!("memory budget spent: refusing a {declared}-byte request");
+                let mut res = overloaded(iface, tx_id);
+                close_after(&mut res, linger);
+                return res;
+            }
+        }
+    } else {
+        state.budget.none()
+    };
+    let declared = req
+        .headers()
+        .contains_key(CONTENT_LENGTH)
+        .then_some(declared as usize);
     let (parts, body) = req.into_parts();
-    let body = match read_body(body, max - head, state.limits.body_timeout).await {
+    let body = match read_body(
+        body,
+        declared,
+        max - head,
+        state.limits.body_timeout,
+        &state.budget,
+        &mut charge,
+        factor,
+    )
+    .await
+    {
         Ok(b) => b,
         Err(BodyError::TooLarge) => {
             linger.store(true, Ordering::Relaxed);
-            return too_large(iface, &tx_id);
+            return too_large(iface, tx_id);
+        }
+        Err(BodyError::Spent) => {
+            let mut res = overloaded(iface, tx_id);
+            close_after(&mut res, linger);
+            return res;
         }
         Err(BodyError::Timeout) => {
             let mut res = match iface {
@@ -489,10 +869,10 @@ async fn handle(
                     EnfError::BadRequest("Request body timed out".into()).into_response()
                 }
                 Interface::Management => {
-                    MgmtError::BadRequest("Request body timed out".into()).into_response(&tx_id)
+                    MgmtError::BadRequest("Request body timed out".into()).into_response(tx_id)
                 }
             };
-            close_after(&mut res, &linger);
+            close_after(&mut res, linger);
             return res;
         }
         Err(BodyError::Broken) => {
@@ -502,7 +882,7 @@ async fn handle(
                 }
                 Interface::Management => {
                     MgmtError::BadRequest("Request body could not be read".into())
-                        .into_response(&tx_id)
+                        .into_response(tx_id)
                 }
             }
         }
@@ -511,10 +891,24 @@ async fn handle(
         query: Query::new(parts.uri),
         method: parts.method,
         headers: parts.headers,
-        tx_id,
+        tx_id: tx_id.to_string(),
     };
-    match route {
-        Route::Enf(ep) => crate::enforcement::handlers::handle(&state, ep, &ctx, body).await,
-        Route::Mgmt(ep) => crate::management::handle(&state, ep, &ctx, body).await,
+    let mut res = match route {
+        Route::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,
+        Route::Mgmt(ep) => crate::management::handle(state, ep, &ctx, body).await,
+        Route::Own(ep) => crate::own::handle(state, ep).await,
+    };
+    // What is left of the charge follows the answer until it is written: as much as its body.
+    if charge.bytes() > 0 {
+        let answer = hyper::body::Body::size_hint(res.body())
+            .exact()
+            .unwrap_or(u64::MAX);
+        charge.shrink_to(usize::try_from(answer).unwrap_or(usize::MAX));
+        if charge.bytes() > 0 {
+            res.extensions_mut().insert(Held {
+                _charge: Arc::new(charge),
+            });
+        }
     }
+    res
 }

@@ -28,6 +28,14 @@ pub struct AppState {
     pub pages: crate::enforcement::page_cache::PageCache,
     /// Where large event batches are validated.
     pub bulk: crate::bulk::BulkPool,
+    /// What `/metrics` reports of requests, events and connections.
+    pub metrics: crate::metrics::Metrics,
+    /// `--access-log`.
+    pub access: crate::access::AccessLogger,
+    /// `--metrics-listen` was given: `/metrics` is served there, not on the main listener.
+    pub metrics_elsewhere: bool,
+    /// What requests in flight may hold for their bodies and for parsing them.
+    pub budget: Arc<crate::budget::MemoryBudget>,
 }
 
 impl AppState {
@@ -47,7 +55,7 @@ pub struct RequestCtx {
     pub method: Method,
     pub query: Query,
     pub headers: HeaderMap,
-    /// Request id (the management interface's `txId`); empty for the enforcement interface.
+    /// The request's id: its answer's `X-Request-Id`, the management interface's `txId`.
     pub tx_id: String,
 }
 

@@ -1,5 +1,5 @@
-//! Each connection's transport under hyper: the lingering close after a refusal, and JSON answers
-//! in place of hyper's own bare ones to requests it cannot parse.
+//! Each connection's transport under hyper: the write timeout, the lingering close after a
+//! refusal, and JSON answers in place of hyper's own bare ones to requests it cannot parse.
 
 use std::future::Future;
 use std::io;
@@ -11,9 +11,25 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::error::{EnfError, MgmtError};
+use crate::ids::RequestId;
+
+/// Told of each answer the transport writes itself: whether it took the management
+/// interface's shape, its request id (its `X-Request-Id`) and its body's length.
+pub type OwnAnswer = Box<dyn Fn(bool, &RequestId, usize) + Send>;
 
 /// The connection's transport.
 ///
+/// - A read hands hyper at most `READ_CHUNK` bytes. hyper's read buffer grows whenever a read
+///   fills it, up to its maximum (room for a 1 MiB request head), and never shrinks: over TLS a
+///   1 MiB upload grew it to about 1 MiB, kept for the connection's life (a hundred stalled
+///   uploads held 85 MB). With reads of at most 8 KiB it stays at 16 KiB, and grows
+///   only to hold a request head that is still arriving.
+/// - A request head past `HEAD_FREE` bytes is charged to the memory budget (the whole 1 MiB its
+///   buffer may take, held until the connection closes; the server closes such a connection after
+///   its answer); when the budget cannot grant it, the connection is closed.
+/// - A write that makes no progress for `write_timeout` fails the connection: a client that sends
+///   requests and never reads the answers fills the socket's buffers, and would otherwise hold
+///   its connection (and the answers queued for it) for ever.
 /// - When a request was refused for its size, closing first reads and discards what the client
 ///   is still sending (up to a byte and time limit): closing a socket with unread data makes TCP
 ///   reset it, and the client would lose our answer.
@@ -24,6 +40,8 @@ use crate::error::{EnfError, MgmtError};
 /// - hyper's 431 also stands for more header fields than it parses (100), which it finds before
 ///   the head has fully arrived. Which of the two it was is settled by reading on (and
 ///   discarding) until the request is past the 1 MiB rule or the client stops sending.
+/// - Like every answer, those carry an `X-Request-Id` (and, in the management shape, the same
+///   id as `txId`), and are reported to `own_answer` for the metrics and the access log.
 pub struct Transport<T> {
     inner: T,
     /// Set by the request handler when it refuses a request for its size: closing first
@@ -49,7 +67,22 @@ pub struct Transport<T> {
     /// An answer of our own still to be written, and how much of it has been.
     out: Vec<u8>,
     out_pos: usize,
+    own_answer: Option<OwnAnswer>,
+    write_timeout: std::time::Duration,
+    /// The write timeout's timer, kept between stalls (armed only while a write is pending).
+    stall: Option<Pin<Box<tokio::time::Sleep>>>,
+    stalled: bool,
+    /// The connection's slot (whether a request is in progress) and the memory budget, for
+    /// charging large request heads.
+    heads: Option<(Arc<crate::slots::Conn>, Arc<crate::budget::MemoryBudget>)>,
+    head_charge: Option<crate::budget::Charge>,
 }
+
+/// Most bytes handed to hyper by one read.
+pub const READ_CHUNK: usize = 8 * 1024;
+
+/// Bytes of a request head that are not charged to the memory budget.
+pub const HEAD_FREE: usize = 64 * 1024;
 
 impl<T> Transport<T> {
     pub fn new(
@@ -58,6 +91,7 @@ impl<T> Transport<T> {
         budget: usize,
         time: std::time::Duration,
         max_request: usize,
+        write_timeout: std::time::Duration,
     ) -> Transport<T> {
         Transport {
             inner,
@@ -74,7 +108,70 @@ impl<T> Transport<T> {
             sniffed: false,
             out: Vec::new(),
             out_pos: 0,
+            own_answer: None,
+            write_timeout,
+            stall: None,
+            stalled: false,
+            heads: None,
+            head_charge: None,
         }
+    }
+
+    /// Reports each answer the transport writes itself to `f`.
+    pub fn on_own_answer(mut self, f: OwnAnswer) -> Transport<T> {
+        self.own_answer = Some(f);
+        self
+    }
+
+    /// Queues our answer in place of hyper's bare one: a 400 with the interface's JSON error,
+    /// `message` or (`None`) the 1 MiB rule's.
+    fn queue_answer(&mut self, message: Option<&str>, date: Option<&[u8]>) {
+        let id = RequestId::next();
+        let (out, body_len) = json_answer(message, self.management, date, &id);
+        if let Some(f) = &self.own_answer {
+            f(self.management, &id, body_len);
+        }
+        self.out = out;
+        self.out_pos = 0;
+    }
+
+    /// Charges request heads past `HEAD_FREE` bytes to `budget`; `conn` tells whether a request
+    /// (whose body is charged by the server) is in progress.
+    pub fn charging_heads(
+        mut self,
+        conn: Arc<crate::slots::Conn>,
+        budget: Arc<crate::budget::MemoryBudget>,
+    ) -> Transport<T> {
+        self.heads = Some((conn, budget));
+        self
+    }
+
+    /// Passes a write's result on, timing the stall when it is pending: the timer starts at the
+    /// first pending write and stops at the next that completes, and once it fires the write
+    /// fails. (Kept in a box reused between stalls: a connection that never stalls never
+    /// allocates it.)
+    fn watch<R>(&mut self, cx: &mut Context<'_>, r: Poll<io::Result<R>>) -> Poll<io::Result<R>> {
+        if r.is_ready() {
+            self.stalled = false;
+            return r;
+        }
+        let deadline = tokio::time::Instant::now() + self.write_timeout;
+        match (&mut self.stall, self.stalled) {
+            (Some(s), false) => s.as_mut().reset(deadline),
+            (None, _) => self.stall = Some(Box::pin(tokio::time::sleep_until(deadline))),
+            (Some(_), true) => {}
+        }
+        self.stalled = true;
+        if let Some(s) = self.stall.as_mut() {
+            if s.as_mut().poll(cx).is_ready() {
+                self.stalled = false;
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client read nothing of the answer within the write timeout",
+                )));
+            }
+        }
+        Poll::Pending
     }
 
     /// An answer is being written: the next read starts the next request.
@@ -88,7 +185,8 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
     /// Writes what is left of our own answer; ready once it is all written.
     fn poll_drain_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.out_pos < self.out.len() {
-            let n = ready!(Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]))?;
+            let r = Pin::new(&mut self.inner).poll_write(cx, &self.out[self.out_pos..]);
+            let n = ready!(self.watch(cx, r))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -117,8 +215,8 @@ impl<T: AsyncWrite + Unpin> Transport<T> {
             414 => Some("Request URI too long"),
             _ => Some("Malformed HTTP request"),
         };
-        self.out = json_answer(message, self.management, date_line(head));
-        self.out_pos = 0;
+        let date = date_line(head).map(<[u8]>::to_vec);
+        self.queue_answer(message, date.as_deref());
         // Start writing now; whatever does not fit yet goes out on the flush that follows.
         if let Poll::Ready(Err(e)) = self.poll_drain_out(cx) {
             return Some(Err(e));
@@ -172,8 +270,8 @@ impl<T: AsyncRead + Unpin> Transport<T> {
         } else {
             Some(TOO_MANY_FIELDS)
         };
-        self.out = json_answer(message, self.management, Some(date));
-        self.out_pos = 0;
+        let date = date.clone();
+        self.queue_answer(message, Some(&date));
         self.undecided = None;
         Poll::Ready(Ok(()))
     }
@@ -189,11 +287,33 @@ impl<T: AsyncRead + Unpin> AsyncRead for Transport<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
-        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
-        self.read_since += buf.filled().len() - before;
-        if !self.sniffed && buf.filled().len() > before {
+        let n = {
+            let mut part = buf.take(READ_CHUNK);
+            ready!(Pin::new(&mut self.inner).poll_read(cx, &mut part))?;
+            part.filled().len()
+        };
+        // SAFETY: the inner reader filled the first `n` bytes of `buf`'s unfilled part, through
+        // `part`, which is a view of it.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        self.read_since += n;
+        if !self.sniffed && n > 0 {
             self.sniffed = true;
             self.management = targets_management(&buf.filled()[before..]);
+        }
+        if self.read_since > HEAD_FREE && self.head_charge.is_none() {
+            if let Some((conn, budget)) = &self.heads {
+                if conn.phase() != crate::slots::Phase::Active {
+                    match budget.try_charge(self.max_request) {
+                        Some(c) => self.head_charge = Some(c),
+                        None => {
+                            return Poll::Ready(Err(io::Error::other(
+                                "a large request head and the memory budget spent",
+                            )))
+                        }
+                    }
+                }
+            }
         }
         Poll::Ready(Ok(()))
     }
@@ -211,7 +331,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             return Poll::Ready(taken);
         }
         this.answering();
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let r = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.watch(cx, r)
     }
 
     fn poll_write_vectored(
@@ -227,7 +348,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             }
         }
         this.answering();
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.watch(cx, r)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -236,7 +358,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.poll_drain_out(cx))?;
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, r)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -269,7 +392,8 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Transport<T> {
             }
             this.drained = true;
         }
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let r = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, r)
     }
 }
 
@@ -310,25 +434,31 @@ fn date_line(head: &[u8]) -> Option<&[u8]> {
 }
 
 /// Our answer in place of hyper's bare one: a 400 with the interface's JSON error, `message` or
-/// (`None`) the 1 MiB rule's.
-fn json_answer(message: Option<&str>, management: bool, date: Option<&[u8]>) -> Vec<u8> {
+/// (`None`) the 1 MiB rule's, and the request id `id`; with its body's length.
+fn json_answer(
+    message: Option<&str>,
+    management: bool,
+    date: Option<&[u8]>,
+    id: &RequestId,
+) -> (Vec<u8>, usize) {
     let body = if management {
         let e = message.map_or(MgmtError::TooLarge, |m| MgmtError::BadRequest(m.into()));
-        serde_json::to_vec(&e.body(&crate::ids::request_id().to_string()))
+        serde_json::to_vec(&e.body(id.as_str()))
     } else {
         let e = message.map_or(EnfError::TooLarge, |m| EnfError::BadRequest(m.into()));
         serde_json::to_vec(&e.body())
     }
     .unwrap_or_default();
     let mut out = format!(
-        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n",
-        body.len()
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\nconnection: close\r\ncontent-length: {}\r\n{}: {id}\r\n",
+        body.len(),
+        crate::ids::X_REQUEST_ID,
     )
     .into_bytes();
     out.extend_from_slice(date.unwrap_or_default());
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&body);
-    out
+    (out, body.len())
 }
 
 #[cfg(test)]
@@ -366,21 +496,28 @@ mod tests {
     fn our_answer_is_the_interfaces_json_error() {
         let date = date_line(b"HTTP/1.1 400 Bad Request\r\ndate: D\r\n\r\n");
         assert_eq!(date, Some(&b"date: D\r\n"[..]));
-        let text = String::from_utf8(json_answer(None, false, date)).unwrap();
+        let id = RequestId::next();
+        let (text, len) = json_answer(None, false, date, &id);
+        let text = String::from_utf8(text).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert_eq!(len, body.len());
         assert!(head.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{head}");
+        assert!(
+            head.contains(&format!("\r\nx-request-id: {id}\r\n")),
+            "{head}"
+        );
         assert!(head.contains("\r\nconnection: close") && head.ends_with("\r\ndate: D"));
         assert!(head.contains(&format!("content-length: {}", body.len())));
         assert_eq!(
             body,
             r#"{"code":"BadRequestError","message":"Request too large","statusCode":400}"#
         );
-        let text =
-            String::from_utf8(json_answer(Some("Malformed HTTP request"), true, None)).unwrap();
+        let (text, _) = json_answer(Some("Malformed HTTP request"), true, None, &id);
+        let text = String::from_utf8(text).unwrap();
         let body: serde_json::Value =
             serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap();
         assert_eq!(body["message"], "Malformed HTTP request");
         assert_eq!(body["statusCode"], 400);
-        assert!(body["txId"].is_string());
+        assert_eq!(body["txId"], id.as_str(), "the txId is the X-Request-Id");
     }
 }

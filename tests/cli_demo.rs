@@ -1,4 +1,6 @@
 //! The operators' command line (JSON output) and the `--demo` world.
+// Tests fail by panicking: they unwrap freely.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -453,4 +455,91 @@ async fn the_default_data_directory_is_parasol_data_in_the_working_directory() {
         .await;
     assert_eq!(r.status, 202, "{}", r.text());
     assert!(server.stop().success());
+}
+
+/// The command line's small courtesies: `-V`; a reader that goes away ends a command quietly
+/// with status 0 (as other Unix tools do) rather than a panic; an empty password on standard
+/// input and a missing reputation file are refused naming what is wrong.
+#[test]
+fn version_closed_pipes_and_clear_refusals() {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let bin = env!("CARGO_BIN_EXE_parasol");
+    for flag in ["-V", "--version"] {
+        let out = std::process::Command::new(bin).arg(flag).output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!("parasol {}\n", env!("CARGO_PKG_VERSION"))
+        );
+    }
+
+    let dir = TempDir::new();
+    cli_init(dir.path());
+    let (ok, org, _) = parasol(dir.path(), &["org", "create", "--name", "Pipe"]);
+    assert!(ok);
+    let org = org["id"].to_string();
+    // A pipe whose reading end is closed before the command starts: its first write fails.
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills the two descriptors, which are owned from here on.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just made by pipe and are not owned elsewhere.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(read);
+    let out = std::process::Command::new(bin)
+        .args(["key", "list", "--org", &org, "--data-dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::from(write))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(
+        out.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let mut user = std::process::Command::new(bin);
+    user.args([
+        "user",
+        "create",
+        "--org",
+        &org,
+        "--firstname",
+        "A",
+        "--lastname",
+        "B",
+        "--email",
+        "a@b.example",
+        "--role-id",
+        "1",
+        "--timezone",
+        "UTC",
+        "--password-stdin",
+        "--data-dir",
+    ])
+    .arg(dir.path())
+    .stdin(std::process::Stdio::null());
+    let out = user.output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--password-stdin") && err.contains("no password"),
+        "{err}"
+    );
+
+    let out = std::process::Command::new(bin)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--reputation",
+            "/nonexistent/rep.csv",
+        ])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--reputation /nonexistent/rep.csv"), "{err}");
 }

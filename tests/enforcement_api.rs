@@ -1,5 +1,7 @@
 //! Every rule of the enforcement interface (spec + decisions.md), over HTTPS against the real
 //! server.
+// Tests fail by panicking: they unwrap freely.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -69,9 +71,10 @@ async fn single_event_is_accepted_with_the_cloud_id_form() {
 }
 
 /// Batch ids are version-4 UUIDs that never repeat, also past the 256 ids that each thread's
-/// pool of kernel randomness holds (`src/ids.rs`); so are management txIds.
+/// pool of kernel randomness holds (`src/ids.rs`); management txIds (request ids: a random
+/// prefix per process and a counter) are UUID-shaped and never repeat either.
 #[tokio::test]
-async fn batch_ids_and_tx_ids_are_random_and_never_repeat() {
+async fn batch_ids_are_random_and_never_repeat_nor_do_tx_ids() {
     let s = TestServer::start().await;
     let (_, key) = s.create_org("a");
     let mut seen = std::collections::HashSet::new();

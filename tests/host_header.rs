@@ -2,6 +2,8 @@
 //! error shape, decided after the route (a 404 or 405 stays what it is) and before credentials;
 //! a valid one makes well-formed `meta.next`/`meta.prev` links; a request without one (HTTP/1.0)
 //! is served with links on the listener's address.
+// Tests fail by panicking: they unwrap freely.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -2,6 +2,8 @@
 //! with it, never a 5xx), no handler panics, the server keeps serving, and the database stays
 //! whole. A panic hook counts panics anywhere in this test binary's process, the in-process
 //! servers' tasks and threads included.
+// Tests fail by panicking: they unwrap freely.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 

@@ -1,5 +1,7 @@
 //! Sites, internal networks and users of an organization (`/v1/organizations/{id}/...`), over
 //! HTTPS against the real server, and their command line and demo data.
+// Tests fail by panicking: they unwrap freely.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -1137,7 +1139,7 @@ async fn command_line_creates_what_the_api_shows_with_the_same_validation() {
                 "--site-id",
                 "987654",
             ],
-            "--site-id must be",
+            "--site-id 987654: no site 987654",
         ),
     ] {
         let (ok, _, err) = run(net_args(&extra));
@@ -1200,7 +1202,7 @@ async fn command_line_creates_what_the_api_shows_with_the_same_validation() {
         (
             "z@example.com",
             vec!["--password", "x", "--role-id", "9"],
-            "--role-id must be",
+            "--role-id 9: no role 9",
         ),
         ("z@example.com", vec![], "--password"),
     ] {

@@ -242,6 +242,19 @@ impl Target {
         })
     }
 
+    /// Opens one TLS connection, for raw HTTP.
+    pub async fn connect_tls(&self) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
+        let tcp = TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| format!("connect: {e}"))?;
+        let _ = tcp.set_nodelay(true);
+        let name = ServerName::IpAddress(self.addr.ip().into());
+        TlsConnector::from(self.tls.clone())
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS: {e}"))
+    }
+
     /// Opens one keep-alive connection.
     pub async fn connect(&self) -> Result<SendRequest<Full<Bytes>>, String> {
         let tcp = TcpStream::connect(self.addr)
@@ -263,7 +276,7 @@ impl Target {
     }
 
     /// Sends one request; returns the status, or an error text, and the body.
-    async fn send(
+    pub(crate) async fn send(
         &self,
         sender: &mut SendRequest<Full<Bytes>>,
         r: Req,

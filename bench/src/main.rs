@@ -1,14 +1,17 @@
 //! `parasol-bench`: the benchmark harness, a program of its own beside the product (see `run` and
-//! the README's Benchmark section). It starts the `parasol` binary found next to itself (or
+//! bench/README.md, which gives its method). It starts the `parasol` binary found next to itself (or
 //! `--server-binary`) as the server, and itself with `--serve-hello` as the hello baseline.
 
 mod baseline;
 mod data;
+mod exports;
+mod hostile;
 mod load;
 mod postgres;
 mod run;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use argh::FromArgs;
 
@@ -53,6 +56,19 @@ pub struct BenchArgs {
     /// management (the baselines always run)
     #[argh(option)]
     pub only: Option<String>,
+    /// run the server with --export-dir (a directory beside its data), so that the resolver
+    /// exporter keeps every organization's files current during the workloads: its cost on the
+    /// write path is the difference to a run without this switch
+    #[argh(switch)]
+    pub exports: bool,
+    /// instead of the benchmark: the exporter's cost on the write path, two servers (without and
+    /// with --export-dir) taking the ingest and single-event workloads in alternating windows
+    #[argh(switch)]
+    pub compare_exports: bool,
+    /// one more argument for `parasol serve` (repeat it for several), e.g. `--serve-arg
+    /// --access-log --serve-arg off` to measure the access log's cost
+    #[argh(option)]
+    pub serve_arg: Vec<String>,
     /// the parasol binary to benchmark (default: `parasol` in this program's directory, e.g.
     /// target/release/parasol)
     #[argh(option)]
@@ -62,6 +78,41 @@ pub struct BenchArgs {
     /// tokio-postgres loop, and two nodes on one database against one
     #[argh(option)]
     pub database: Option<String>,
+    /// instead of the benchmark: hostile load (stalled 1 MiB uploads, amplification bodies) beside
+    /// a normal client; prints the server's peak and after-load RSS and the client's service
+    #[argh(switch)]
+    pub hostile: bool,
+    /// with --hostile: stalled 1 MiB uploads (default 1000)
+    #[argh(option, default = "1000")]
+    pub stalled: usize,
+    /// with --hostile: new stalled uploads a second, 0 for all at once (default 250)
+    #[argh(option, default = "250.0")]
+    pub connect_rate: f64,
+    /// with --hostile: clients sending 1 MiB bodies of [{},{},...] one after another (default 32)
+    #[argh(option, default = "32")]
+    pub amplifiers: usize,
+    /// with --hostile: seconds the hostile load lasts (default 20)
+    #[argh(option, default = "20.0")]
+    pub hold_seconds: f64,
+    /// with --hostile: seconds after the hostile clients leave before the RSS is read again (default 5)
+    #[argh(option, default = "5.0")]
+    pub cool_seconds: f64,
+    /// with --hostile: milliseconds between the normal client's GETs (default 100)
+    #[argh(option, default = "100")]
+    pub normal_interval_ms: u64,
+    /// with --hostile: a flag for `parasol serve` (repeat for several)
+    #[argh(option)]
+    pub server_arg: Vec<String>,
+    /// with --hostile: fail unless the peak RSS is at most --max-peak-mib, every normal GET succeeds
+    /// and their p99 is under --max-p99-ms
+    #[argh(switch)]
+    pub check: bool,
+    /// with --hostile --check: peak RSS bound in MiB (default 150)
+    #[argh(option, default = "150.0")]
+    pub max_peak_mib: f64,
+    /// with --hostile --check: the normal client's p99 bound in milliseconds (default 500)
+    #[argh(option, default = "500.0")]
+    pub max_p99_ms: f64,
     /// internal: run only the hello baseline server with DIR/tls's certificate
     #[argh(option)]
     pub serve_hello: Option<PathBuf>,
@@ -90,6 +141,27 @@ fn run_args(args: BenchArgs) -> i32 {
             return 1;
         }
     };
+    if args.hostile {
+        let h = hostile::Hostile {
+            binary,
+            stalled: args.stalled,
+            connect_rate: args.connect_rate.max(0.0),
+            amplifiers: args.amplifiers,
+            hold: Duration::from_secs_f64(args.hold_seconds.max(0.0)),
+            cool: Duration::from_secs_f64(args.cool_seconds.max(0.0)),
+            normal_interval: Duration::from_millis(args.normal_interval_ms.max(1)),
+            normal_timeout: Duration::from_secs(5),
+            server_args: args.server_arg.clone(),
+            check: args.check.then_some((args.max_peak_mib, args.max_p99_ms)),
+        };
+        return match hostile::run(h) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench --hostile: {e}");
+                1
+            }
+        };
+    }
     let base = if args.quick {
         Options::quick(binary)
     } else {
@@ -104,14 +176,34 @@ fn run_args(args: BenchArgs) -> i32 {
         ingest_batches: args.ingest_batches.unwrap_or(base.ingest_batches).max(1),
         deep_page: args.deep_page.unwrap_or(base.deep_page).max(1),
         pin: !args.no_pin,
+        exports: args.exports,
         keep: args.keep,
         only: args
             .only
             .as_ref()
             .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
         database: args.database.clone(),
+        serve_args: args.serve_arg.clone(),
         ..base
     };
+    if args.compare_exports {
+        let dir = std::env::temp_dir().join(format!("parasol-bench-{}", uuid::Uuid::new_v4()));
+        let result = std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))
+            .and_then(|()| exports::compare(&opts, &dir));
+        if opts.keep {
+            eprintln!("bench: data kept in {}", dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        return match result {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench: {e}");
+                1
+            }
+        };
+    }
     match run::run(opts) {
         Ok(()) => 0,
         Err(e) => {

@@ -40,12 +40,16 @@ pub struct Options {
     pub pin: bool,
     /// Keep the data directory afterwards.
     pub keep: bool,
+    /// Start the server with `--export-dir`.
+    pub exports: bool,
     /// Run only these workloads (ingest, single, list, readers, delete, management); the
     /// baselines always run.
     pub only: Option<Vec<String>>,
     /// Run the server on PostgreSQL (`crate::postgres`): a URL of a role that may create
     /// databases.
     pub database: Option<String>,
+    /// More arguments for `parasol serve`.
+    pub serve_args: Vec<String>,
 }
 
 impl Options {
@@ -64,6 +68,8 @@ impl Options {
             keep: false,
             only: None,
             database: None,
+            exports: false,
+            serve_args: Vec::new(),
         }
     }
 
@@ -82,8 +88,8 @@ impl Options {
     }
 }
 
-const SERVER_CPU: usize = 0;
-const CLIENT_CPU: usize = 1;
+pub(crate) const SERVER_CPU: usize = 0;
+pub(crate) const CLIENT_CPU: usize = 1;
 
 /// Runs an in-process baseline on a thread of its own, pinned to `cpu` (the server's) if given.
 fn on_cpu<T: Send + 'static>(
@@ -102,7 +108,7 @@ fn on_cpu<T: Send + 'static>(
 }
 
 /// Pins the calling thread (and the threads it starts later) to one core.
-fn pin_current_thread(cpu: usize) -> bool {
+pub(crate) fn pin_current_thread(cpu: usize) -> bool {
     // SAFETY: cpu_set_t is plain data; sched_setaffinity only reads it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -111,14 +117,14 @@ fn pin_current_thread(cpu: usize) -> bool {
     }
 }
 
-fn cores() -> usize {
+pub(crate) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// A child process (the server or the hello baseline), stopped with SIGTERM when dropped.
 pub(crate) struct ChildProc {
     child: Child,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
     /// Its output lines (the first 20,000), shown when it fails to start or to stop. Apart from
     /// the line that gives its address, nothing is read from them.
     log: Arc<std::sync::Mutex<Vec<String>>>,
@@ -197,17 +203,34 @@ impl ChildProc {
         self.addr
     }
 
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
+    /// Waits (at most `limit`) for an output line containing `needle`; returns it.
+    pub(crate) fn wait_for_log(&self, needle: &str, limit: Duration) -> Option<String> {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(l) = self
+                .log
+                .lock()
+                .ok()
+                .and_then(|l| l.iter().find(|l| l.contains(needle)).cloned())
+            {
+                return Some(l);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
-    fn reset_peak(&self) {
+    pub(crate) fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
     }
 
     /// Peak resident memory since the last reset, in MiB.
-    fn peak_rss_mib(&self) -> f64 {
+    pub(crate) fn peak_rss_mib(&self) -> f64 {
         proc_status_kib(self.pid(), "VmHWM:").map_or(f64::NAN, |k| k as f64 / 1024.0)
     }
 
@@ -247,7 +270,7 @@ impl Drop for ChildProc {
 }
 
 /// CPU time (user and system) the process has used so far, in seconds.
-fn proc_cpu_secs(pid: u32) -> Option<f64> {
+pub(crate) fn proc_cpu_secs(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let mut fields = stat.get(stat.rfind(')')? + 2..)?.split(' ');
@@ -271,7 +294,7 @@ fn cpu_us_per_unit(cpu_secs: Option<f64>, units: u64) -> f64 {
     }
 }
 
-fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+pub(crate) fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = text.lines().find(|l| l.starts_with(field))?;
     line[field.len()..]
@@ -691,7 +714,9 @@ fn run_in(
     note(format!("starting {} serve", bin.display()));
     let rep_arg = rep_file.to_str().ok_or("temp path is not UTF-8")?;
     let data_arg = data_dir.to_str().ok_or("temp path is not UTF-8")?;
-    let serve_args = [
+    let export_dir = dir.join("exports");
+    let export_arg = export_dir.to_str().ok_or("temp path is not UTF-8")?;
+    let mut serve_args = vec![
         "serve",
         "--listen",
         "127.0.0.1:0",
@@ -702,8 +727,19 @@ fn run_in(
         "--log-level",
         "info",
     ];
+    if opts.exports {
+        serve_args.extend(["--export-dir", export_arg]);
+    }
+    serve_args.extend(opts.serve_args.iter().map(String::as_str));
     let (server, first_start) =
         ChildProc::spawn(bin, &serve_args, server_cpu, "ready: serving ", false)?;
+    if opts.exports {
+        // The first round writes every organization's files (the list workload's million names
+        // among them); the workloads measure the exporter keeping up with changes, not that.
+        note("waiting for the exporter's first round");
+        let written = server.wait_for_log("export: wrote the files of", Duration::from_secs(600));
+        note(written.ok_or("the exporter's first round did not finish within 600 s")?);
+    }
     let target = Target::new(server.addr, &cert)?;
 
     let mut m = Measure {
@@ -887,13 +923,18 @@ fn run_in(
             single_source(22, true),
         );
         if let Some(r) = m.rows.last_mut() {
+            // The target: within 10 ms of what this machine's scheduling alone does to the tail
+            // of a server with nothing to do, the hello server's own open loop at 80% of its
+            // maximum in the same run.
             let p99 = open.pct_ms(0.99);
-            let (shown, met) = against(p99, if p99 < 10.0 { 2 } else { 1 }, |ms| ms < 20.0);
+            let hello_p99 = hello_open.pct_ms(0.99);
+            let (shown, met) = against(p99 - hello_p99, 1, |ms| ms <= 10.0);
             r.target = format!(
-                "p99 {shown} ms (< 20 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); hello at 80% p99 {} ms; disk fsync p99 {} ms",
+                "p99 {} ms, {shown} ms above hello's own at 80% ({} ms) (<= 10 ms): {met}; {}; sent late p99 {} ms (all {conns} conns busy); disk fsync p99 {} ms",
+                fmt_ms(p99),
+                fmt_ms(hello_p99),
                 fmt_spells(&open),
                 fmt_ms(open.late_pct_ms(0.99)),
-                fmt_ms(hello_open.pct_ms(0.99)),
                 fmt_ms(fsync.pct_ms(0.99))
             );
         }
@@ -1131,8 +1172,17 @@ fn run_in(
         }
     );
     println!(
-        "{} domains pre-loaded in {:.1} s; reputation file {} lines; {}-second runs; {} events per 1 MiB batch",
-        opts.domains, preload_secs, opts.reputation_lines, opts.seconds, batch_events
+        "{} domains pre-loaded in {:.1} s; reputation file {} lines; {}-second runs; {} events per 1 MiB batch; {}",
+        opts.domains,
+        preload_secs,
+        opts.reputation_lines,
+        opts.seconds,
+        batch_events,
+        if opts.exports {
+            "exports on (--export-dir, every format)"
+        } else {
+            "exports off"
+        }
     );
     println!();
     println!(

@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use super::default_data_dir;
 
 /// Back up the database while the server runs (SQLite online backup).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "backup")]
 pub struct BackupCmd {
     /// data directory holding parasol.db (default ./parasol-data)
@@ -25,7 +25,7 @@ pub struct BackupCmd {
 }
 
 /// Replace the database with a checked backup (refused while a server runs).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "restore")]
 pub struct RestoreCmd {
     /// data directory to restore into (default ./parasol-data; created if missing)

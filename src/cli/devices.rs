@@ -5,34 +5,38 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
+use super::org_resources::{delete_item, OrgItem, OrgItems};
 use super::tenants::to_flag_message;
-use super::{default_data_dir, no, store_err, with_store};
+use super::{
+    all_pages, default_data_dir, no, no_flag, printed, require_org, store_err, with_store,
+};
 use crate::error::MgmtError;
 use crate::management::appliances::{appliance_input, STATE_MEMBERS};
 use crate::management::networks::network_input;
 use crate::management::roaming::roaming_input;
-use crate::store::SITE_NOT_OF_ORGANIZATION;
 use crate::timefmt::now;
 
 /// Networks (egress addresses) of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "network")]
 pub struct NetworkCmd {
     #[argh(subcommand)]
     pub action: NetworkAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum NetworkAction {
     Register(NetworkRegister),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Register a network; prints its record (originId is the networkId).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct NetworkRegister {
     /// data directory (default ./parasol-data)
@@ -66,21 +70,43 @@ pub struct NetworkRegister {
 }
 
 /// Roaming computers of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "roaming")]
 pub struct RoamingCmd {
     #[argh(subcommand)]
     pub action: RoamingAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum RoamingAction {
     Register(RoamingRegister),
+    List(OrgItems),
+    Delete(RoamingDelete),
+}
+
+/// Delete a roaming computer; prints it as it was.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct RoamingDelete {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// the computer's device id
+    #[argh(option)]
+    pub device_id: String,
 }
 
 /// Register a roaming computer; prints its record.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct RoamingRegister {
     /// data directory (default ./parasol-data)
@@ -129,22 +155,25 @@ pub struct RoamingRegister {
 }
 
 /// Virtual appliances of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "va")]
 pub struct VaCmd {
     #[argh(subcommand)]
     pub action: VaAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum VaAction {
     Register(VaRegister),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Register a virtual appliance on a site; prints its record (originId is the
 /// virtualApplianceId).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "register")]
 pub struct VaRegister {
     /// data directory (default ./parasol-data)
@@ -240,7 +269,20 @@ fn object(v: Value) -> Map<String, Value> {
 }
 
 pub fn network(cmd: NetworkCmd) -> Result<Value, String> {
-    let NetworkAction::Register(a) = cmd.action;
+    let a = match cmd.action {
+        NetworkAction::Register(a) => a,
+        NetworkAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                require_org(store, a.org).await?;
+                printed(all_pages(|limit, offset| store.list_networks(a.org, limit, offset)).await?)
+            })
+        }
+        NetworkAction::Delete(a) => {
+            return delete_item(a, "network", async |store, org, id| {
+                store.delete_network(org, id).await
+            })
+        }
+    };
     let input = object(json!({
         "name": a.name,
         "ipAddress": a.ip_address,
@@ -260,7 +302,30 @@ pub fn network(cmd: NetworkCmd) -> Result<Value, String> {
 }
 
 pub fn roaming(cmd: RoamingCmd) -> Result<Value, String> {
-    let RoamingAction::Register(a) = cmd.action;
+    let a = match cmd.action {
+        RoamingAction::Register(a) => a,
+        RoamingAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                require_org(store, a.org).await?;
+                printed(
+                    all_pages(|limit, offset| {
+                        store.list_roaming_computers(a.org, Default::default(), limit, offset)
+                    })
+                    .await?,
+                )
+            })
+        }
+        RoamingAction::Delete(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                require_org(store, a.org).await?;
+                let rec = store
+                    .delete_roaming_computer(a.org, a.device_id.clone())
+                    .await
+                    .map_err(store_err(no("roaming computer", &a.device_id)))?;
+                printed(rec)
+            })
+        }
+    };
     let device_id = a
         .device_id
         .clone()
@@ -296,7 +361,22 @@ pub fn roaming(cmd: RoamingCmd) -> Result<Value, String> {
 }
 
 pub fn va(cmd: VaCmd) -> Result<Value, String> {
-    let VaAction::Register(a) = cmd.action;
+    let a = match cmd.action {
+        VaAction::Register(a) => a,
+        VaAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                require_org(store, a.org).await?;
+                printed(
+                    all_pages(|limit, offset| store.list_appliances(a.org, limit, offset)).await?,
+                )
+            })
+        }
+        VaAction::Delete(a) => {
+            return delete_item(a, "virtual appliance", async |store, org, id| {
+                store.delete_appliance(org, id).await
+            })
+        }
+    };
     let mut state: Map<String, Value> = STATE_MEMBERS
         .iter()
         .map(|k| (k.to_string(), json!("yes")))
@@ -329,7 +409,7 @@ pub fn va(cmd: VaCmd) -> Result<Value, String> {
             .map_err(|e| e.to_string())?
             .is_none()
         {
-            return Err(to_flag_message(SITE_NOT_OF_ORGANIZATION));
+            return Err(no_flag("--site-id", "site", site) + &format!(" in organization {}", a.org));
         }
         let input = object(json!({
             "name": a.name,

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use super::default_data_dir;
@@ -13,7 +13,7 @@ use crate::store::{OpenRole, Store};
 
 /// Create the data directory and an empty database, or with --database the Parasol schema in an
 /// existing PostgreSQL database (idempotent).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "init")]
 pub struct InitCmd {
     /// data directory (default ./parasol-data)

@@ -3,6 +3,7 @@
 //! and exits with status 1.
 
 mod backup;
+mod completions;
 mod devices;
 mod init;
 mod lists;
@@ -13,26 +14,27 @@ mod tenants;
 
 use std::path::{Path, PathBuf};
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use crate::store::{OpenRole, Store, StoreError};
 
 /// Parasol: on-premises enforcement and management interfaces of a DNS-security service.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 pub struct Cli {
     /// print the version and exit
-    #[argh(switch)]
+    #[argh(switch, short = 'V')]
     pub version: bool,
     #[argh(subcommand)]
     pub command: Option<Command>,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum Command {
     Serve(serve::ServeArgs),
     Init(init::InitCmd),
+    Completions(completions::CompletionsCmd),
     Provider(tenants::ProviderCmd),
     Msp(tenants::MspCmd),
     Org(tenants::OrgCmd),
@@ -60,8 +62,7 @@ pub(crate) fn default_data_dir() -> PathBuf {
 /// Runs the parsed command line; returns the process exit status.
 pub fn main(cli: Cli) -> i32 {
     if cli.version {
-        println!("parasol {}", env!("CARGO_PKG_VERSION"));
-        return 0;
+        return print_text(&format!("parasol {}", env!("CARGO_PKG_VERSION")));
     }
     let Some(command) = cli.command else {
         eprintln!(
@@ -72,6 +73,12 @@ pub fn main(cli: Cli) -> i32 {
     };
     let result = match command {
         Command::Serve(args) => return serve::run(args),
+        Command::Completions(c) => {
+            return match completions::script(&c) {
+                Ok(s) => print_text(s.trim_end()),
+                Err(e) => print_result(Err(e)),
+            }
+        }
         Command::Init(c) => init::init(c),
         Command::Provider(c) => tenants::provider(c),
         Command::Msp(c) => tenants::msp(c),
@@ -97,12 +104,25 @@ pub fn main(cli: Cli) -> i32 {
 /// Prints a command's JSON result, or its error as JSON on standard error.
 pub(crate) fn print_result(result: Result<Value, String>) -> i32 {
     match result {
-        Ok(v) => {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-            0
-        }
+        Ok(v) => print_text(&serde_json::to_string_pretty(&v).unwrap_or_default()),
         Err(e) => {
             eprintln!("{}", json!({ "error": e }));
+            1
+        }
+    }
+}
+
+/// Writes `text` and a newline to standard output; the exit status. A reader that went away
+/// (`parasol credential list | head -1`) ends the command quietly with status 0, as other Unix
+/// tools do, instead of an error (Rust ignores SIGPIPE, so the write fails with EPIPE).
+pub(crate) fn print_text(text: &str) -> i32 {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("{}", json!({ "error": format!("standard output: {e}") }));
             1
         }
     }
@@ -149,7 +169,47 @@ pub(crate) fn store_err(missing: impl Into<String>) -> impl FnOnce(StoreError) -
     }
 }
 
-/// "no organization 7", "no service provider 2", "no MSP 3": the wording of a missing object.
+/// "no organization 7", "no service provider 2", "no MSP 3": the wording of a missing object,
+/// the same in every command.
 pub(crate) fn no(kind: &str, id: impl std::fmt::Display) -> String {
     format!("no {kind} {id}")
+}
+
+/// "--site-id 4: no site 4": a flag that names a missing object.
+pub(crate) fn no_flag(flag: &str, kind: &str, id: impl std::fmt::Display) -> String {
+    format!("{flag} {id}: {}", no(kind, &id))
+}
+
+/// `Ok` if the organization exists, else "no organization 7". Commands on an organization's
+/// items ask first, so that a missing organization and a missing item are told apart (the store
+/// answers `NotFound` for both).
+pub(crate) async fn require_org(store: &Store, org: i64) -> Result<(), String> {
+    // Every organization has its default site from its creation on.
+    match store.default_site(org).await.map_err(|e| e.to_string())? {
+        Some(_) => Ok(()),
+        None => Err(no("organization", org)),
+    }
+}
+
+/// Every record of a list the store gives in pages (`page(limit, offset)`), in its order.
+pub(crate) async fn all_pages<T, F>(page: impl Fn(i64, i64) -> F) -> Result<Vec<T>, String>
+where
+    F: std::future::Future<Output = crate::store::Result<Vec<T>>>,
+{
+    const LIMIT: i64 = 200;
+    let mut out = Vec::new();
+    loop {
+        let offset = i64::try_from(out.len()).unwrap_or(i64::MAX);
+        let got = page(LIMIT, offset).await.map_err(|e| e.to_string())?;
+        let n = got.len();
+        out.extend(got);
+        if n < LIMIT as usize {
+            return Ok(out);
+        }
+    }
+}
+
+/// A value as the command prints it.
+pub(crate) fn printed<T: serde::Serialize>(v: T) -> Result<Value, String> {
+    serde_json::to_value(v).map_err(|e| e.to_string())
 }

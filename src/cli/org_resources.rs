@@ -5,16 +5,18 @@
 use std::io::BufRead;
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::tenants::to_flag_message;
-use super::{default_data_dir, no, store_err, with_store};
+use super::{
+    all_pages, default_data_dir, no, no_flag, printed, require_org, store_err, with_store,
+};
 use crate::error::MgmtError;
 use crate::management::internal_networks::internal_network_input;
 use crate::management::sites::site_input;
 use crate::management::users::{role_ids, user_input};
-use crate::store::StoreError;
+use crate::store::{StoreError, SITE_NOT_OF_ORGANIZATION, UNKNOWN_ROLE};
 use crate::timefmt::now;
 
 /// An API refusal in the command line's words: a validation message names the flag.
@@ -35,6 +37,65 @@ fn store_refusal(org: i64) -> impl FnOnce(StoreError) -> String {
     }
 }
 
+/// The options of a command that lists an organization's items.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct OrgItems {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+}
+
+/// The options of a command that deletes one of an organization's items by its id.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct OrgItem {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+    /// organization id
+    #[argh(option)]
+    pub org: i64,
+    /// the item's id
+    #[argh(option)]
+    pub id: i64,
+}
+
+/// Deletes one of an organization's items and prints it as it was: "no organization 7" when the
+/// organization does not exist, "no <kind> 5" when the item does not, a conflict in its words.
+pub(super) fn delete_item<T, F>(
+    a: OrgItem,
+    kind: &'static str,
+    delete: impl FnOnce(crate::store::Store, i64, i64) -> F,
+) -> Result<Value, String>
+where
+    T: serde::Serialize,
+    F: std::future::Future<Output = crate::store::Result<T>>,
+{
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
+        require_org(store, a.org).await?;
+        let rec = delete(store.clone(), a.org, a.id)
+            .await
+            .map_err(|e| match e {
+                StoreError::NotFound => no(kind, a.id),
+                StoreError::Conflict(m) => format!("{kind} {}: {m}", a.id),
+                e => e.to_string(),
+            })?;
+        printed(rec)
+    })
+}
+
 fn object(v: Value) -> Map<String, Value> {
     match v {
         Value::Object(m) => m,
@@ -43,21 +104,23 @@ fn object(v: Value) -> Map<String, Value> {
 }
 
 /// Sites of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "site")]
 pub struct SiteCmd {
     #[argh(subcommand)]
     pub action: SiteAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum SiteAction {
     Create(SiteCreate),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Create a site; prints it as the management interface shows it.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct SiteCreate {
     /// data directory (default ./parasol-data)
@@ -76,7 +139,20 @@ pub struct SiteCreate {
 }
 
 pub fn site(cmd: SiteCmd) -> Result<Value, String> {
-    let SiteAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        SiteAction::Create(a) => a,
+        SiteAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                require_org(store, a.org).await?;
+                printed(all_pages(|limit, offset| store.list_sites(a.org, limit, offset)).await?)
+            })
+        }
+        SiteAction::Delete(a) => {
+            return delete_item(a, "site", async |store, org, id| {
+                store.delete_site(org, id).await
+            })
+        }
+    };
     let name = site_input(&object(json!({ "name": a.name }))).map_err(refusal)?;
     with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let rec = store
@@ -88,21 +164,23 @@ pub fn site(cmd: SiteCmd) -> Result<Value, String> {
 }
 
 /// Internal networks of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "internal-network")]
 pub struct InternalNetworkCmd {
     #[argh(subcommand)]
     pub action: InternalNetworkAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum InternalNetworkAction {
     Create(InternalNetworkCreate),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Create an internal network; prints it as the management interface shows it.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct InternalNetworkCreate {
     /// data directory (default ./parasol-data)
@@ -130,7 +208,23 @@ pub struct InternalNetworkCreate {
 }
 
 pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
-    let InternalNetworkAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        InternalNetworkAction::Create(a) => a,
+        InternalNetworkAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                require_org(store, a.org).await?;
+                printed(
+                    all_pages(|limit, offset| store.list_internal_networks(a.org, limit, offset))
+                        .await?,
+                )
+            })
+        }
+        InternalNetworkAction::Delete(a) => {
+            return delete_item(a, "internal network", async |store, org, id| {
+                store.delete_internal_network(org, id).await
+            })
+        }
+    };
     with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let site = match a.site_id {
             Some(s) => s,
@@ -150,27 +244,34 @@ pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
         let rec = store
             .create_internal_network(a.org, f, now())
             .await
-            .map_err(store_refusal(a.org))?;
+            .map_err(|e| match e {
+                StoreError::Invalid(m) if m == SITE_NOT_OF_ORGANIZATION => {
+                    no_flag("--site-id", "site", site) + &format!(" in organization {}", a.org)
+                }
+                e => store_refusal(a.org)(e),
+            })?;
         serde_json::to_value(rec).map_err(|e| e.to_string())
     })
 }
 
 /// Users of an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "user")]
 pub struct UserCmd {
     #[argh(subcommand)]
     pub action: UserAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum UserAction {
     Create(UserCreate),
+    List(OrgItems),
+    Delete(OrgItem),
 }
 
 /// Create a user; prints it as the management interface shows it (never the password).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct UserCreate {
     /// data directory (default ./parasol-data)
@@ -207,7 +308,20 @@ pub struct UserCreate {
 }
 
 pub fn user(cmd: UserCmd) -> Result<Value, String> {
-    let UserAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        UserAction::Create(a) => a,
+        UserAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                require_org(store, a.org).await?;
+                printed(all_pages(|limit, offset| store.list_users(a.org, limit, offset)).await?)
+            })
+        }
+        UserAction::Delete(a) => {
+            return delete_item(a, "user", async |store, org, id| {
+                store.delete_user(org, id).await
+            })
+        }
+    };
     let password = match (a.password, a.password_stdin) {
         (Some(_), true) => return Err("give --password or --password-stdin, not both".into()),
         (Some(p), false) => p,
@@ -217,7 +331,14 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
                 .lock()
                 .read_line(&mut line)
                 .map_err(|e| format!("standard input: {e}"))?;
-            line.trim_end_matches(['\n', '\r']).to_string()
+            let password = line.trim_end_matches(['\n', '\r']);
+            if password.is_empty() {
+                return Err(
+                    "--password-stdin: standard input gave no password (an empty first line)"
+                        .into(),
+                );
+            }
+            password.to_string()
         }
         (None, false) => return Err("--password or --password-stdin is required".into()),
     };
@@ -233,7 +354,11 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
         // Validated (the role's existence included) before the slow hashing, which runs outside
         // the write transaction.
         let roles = role_ids(store).await.map_err(refusal)?;
-        let (f, password) = user_input(&object(input), &roles).map_err(refusal)?;
+        let role = a.role_id;
+        let (f, password) = user_input(&object(input), &roles).map_err(|e| match e {
+            MgmtError::BadRequest(m) if m == UNKNOWN_ROLE => no_flag("--role-id", "role", role),
+            e => refusal(e),
+        })?;
         let hash = crate::secrets::try_hash(&password).map_err(|e| e.to_string())?;
         let rec = store
             .create_user(a.org, f, hash, now())
@@ -244,21 +369,21 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
 }
 
 /// Subscribable packages (the `packageId` of providers and customers).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "package")]
 pub struct PackageCmd {
     #[argh(subcommand)]
     pub action: PackageAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum PackageAction {
     List(PackageList),
 }
 
 /// List the packages with their ids.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct PackageList {
     /// data directory (default ./parasol-data)

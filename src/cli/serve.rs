@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 
 use crate::config::{ServerConfig, TlsSource};
+use crate::export::ExportConfig;
 
 /// Run the server.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "serve")]
 pub struct ServeArgs {
     /// data directory: database, self-signed certificate, demo credentials; locked while
@@ -45,9 +46,69 @@ pub struct ServeArgs {
     /// on an empty data directory, create a demo world and DIR/demo-credentials.json
     #[argh(switch)]
     pub demo: bool,
+    /// keep every organization's effective block list in resolver files in this directory,
+    /// rewritten within a second of a change (see docs/blocking-with-your-resolver.md)
+    #[argh(option)]
+    pub export_dir: Option<PathBuf>,
+    /// the files --export-dir keeps, comma-separated: rpz, unbound, dnsmasq, hosts (default all)
+    #[argh(option)]
+    pub export_formats: Option<String>,
+    /// command run by /bin/sh after each round of --export-dir rewrites, e.g.
+    /// "unbound-control reload_keep_cache"; never two at once, failures logged
+    #[argh(option)]
+    pub export_reload_cmd: Option<String>,
     /// log level: error, warn, info, debug or trace (default info)
     #[argh(option, default = "String::from(\"info\")")]
     pub log_level: String,
+    /// access log at info: all (default: a line per request), errors (status 400 and above),
+    /// 1/N (every error and one other request in N) or off
+    #[argh(option, default = "crate::access::AccessLog::All")]
+    pub access_log: crate::access::AccessLog,
+    /// serve GET /metrics, /healthz and /readyz on this address too, over plain HTTP; the main
+    /// listener's /metrics then answers 404 (e.g. 127.0.0.1:9443)
+    #[argh(option)]
+    pub metrics_listen: Option<String>,
+    /// connections served at once (default 1024); when all are taken, a new client gets the
+    /// slot of one that has sent no request for --eviction-grace
+    #[argh(option, default = "1024")]
+    pub max_connections: usize,
+    /// seconds a connection may go without a request before it may be closed to make room for
+    /// a new client when every slot is taken (default 2)
+    #[argh(option, default = "2.0")]
+    pub eviction_grace: f64,
+    /// mebibytes that requests in flight may hold at once for their bodies and for parsing them,
+    /// shared by all connections (default 64)
+    #[argh(option, default = "64")]
+    pub memory_budget: usize,
+    /// seconds a large request waits for its share of --memory-budget before it is refused with
+    /// 503 and Retry-After (default 5)
+    #[argh(option, default = "5.0")]
+    pub budget_wait: f64,
+    /// seconds to complete the TLS handshake (default 10)
+    #[argh(option, default = "10.0")]
+    pub handshake_timeout: f64,
+    /// seconds to receive a request's headers, counted from the connection's start or the
+    /// previous answer: also how long a keep-alive connection may stay idle (default 30)
+    #[argh(option, default = "30.0")]
+    pub header_timeout: f64,
+    /// seconds to receive a request's body once its headers are in (default 30)
+    #[argh(option, default = "30.0")]
+    pub body_timeout: f64,
+    /// seconds an answer may make no progress (the client reads none of it) before the
+    /// connection is closed (default 20)
+    #[argh(option, default = "20.0")]
+    pub write_timeout: f64,
+}
+
+/// A duration flag in seconds: finite, above zero, at most a day.
+fn seconds(flag: &str, v: f64) -> Result<std::time::Duration, String> {
+    if v.is_finite() && v > 0.0 && v <= 86_400.0 {
+        Ok(std::time::Duration::from_secs_f64(v))
+    } else {
+        Err(format!(
+            "--{flag} {v}: expected a number of seconds above 0, at most 86400"
+        ))
+    }
 }
 
 fn init_logging(level: &str) -> Result<(), String> {
@@ -97,7 +158,49 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     config.cloud_limits = args.cloud_limits;
     config.demo = args.demo;
     config.database = args.database.clone();
+    config.access_log = args.access_log;
+    config.metrics_listen = args.metrics_listen.clone();
+    let limits = &mut config.limits;
+    if args.max_connections == 0 {
+        return Err("--max-connections 0: expected at least 1".into());
+    }
+    limits.max_connections = args.max_connections;
+    if args.memory_budget == 0 || args.memory_budget > 1 << 20 {
+        return Err(format!(
+            "--memory-budget {}: expected MiB from 1 to 1048576",
+            args.memory_budget
+        ));
+    }
+    limits.memory_budget = args.memory_budget << 20;
+    limits.eviction_grace = seconds("eviction-grace", args.eviction_grace)?;
+    limits.budget_wait = seconds("budget-wait", args.budget_wait)?;
+    limits.handshake_timeout = seconds("handshake-timeout", args.handshake_timeout)?;
+    limits.header_timeout = seconds("header-timeout", args.header_timeout)?;
+    limits.body_timeout = seconds("body-timeout", args.body_timeout)?;
+    limits.write_timeout = seconds("write-timeout", args.write_timeout)?;
+    config.export = export_from(args)?;
     Ok(config)
+}
+
+/// The exporter's configuration from `--export-dir`, `--export-formats` and
+/// `--export-reload-cmd`; the last two mean nothing without the first.
+fn export_from(args: &ServeArgs) -> Result<Option<ExportConfig>, String> {
+    let Some(dir) = &args.export_dir else {
+        if args.export_formats.is_some() || args.export_reload_cmd.is_some() {
+            return Err("--export-formats and --export-reload-cmd need --export-dir".into());
+        }
+        return Ok(None);
+    };
+    let mut export = ExportConfig::new(dir.clone());
+    if let Some(f) = &args.export_formats {
+        export.formats = crate::export::formats::parse_list(f)?;
+    }
+    match args.export_reload_cmd.as_deref().map(str::trim) {
+        Some("") => return Err("--export-reload-cmd must not be empty".into()),
+        Some(cmd) => export.reload_cmd = Some(cmd.to_string()),
+        None => {}
+    }
+    Ok(Some(export))
 }
 
 /// Keeps glibc's allocator from holding on to memory the server has freed: at most four arenas
@@ -208,6 +311,116 @@ mod tests {
         assert!(matches!(config.tls, crate::config::TlsSource::SelfSigned));
         assert!(!config.demo && !config.cloud_limits);
         assert!(config.public_url.is_none() && config.reputation.is_none());
+        assert!(config.export.is_none());
+        // The flags' defaults are the library's.
+        let l = crate::config::Limits::default();
+        let c = &config.limits;
+        assert_eq!(
+            (
+                c.max_connections,
+                c.memory_budget,
+                c.eviction_grace,
+                c.budget_wait
+            ),
+            (
+                l.max_connections,
+                l.memory_budget,
+                l.eviction_grace,
+                l.budget_wait
+            )
+        );
+        assert_eq!(
+            (
+                c.handshake_timeout,
+                c.header_timeout,
+                c.body_timeout,
+                c.write_timeout
+            ),
+            (
+                l.handshake_timeout,
+                l.header_timeout,
+                l.body_timeout,
+                l.write_timeout
+            )
+        );
+    }
+
+    #[test]
+    fn limit_flags_are_read_and_checked() {
+        let parse = |extra: &[&str]| {
+            let args = super::ServeArgs::from_args(&["parasol", "serve"], extra).unwrap();
+            super::config_from(&args)
+        };
+        let c = parse(&[
+            "--max-connections",
+            "10",
+            "--memory-budget",
+            "8",
+            "--write-timeout",
+            "0.5",
+        ])
+        .unwrap();
+        assert_eq!(c.limits.max_connections, 10);
+        assert_eq!(c.limits.memory_budget, 8 << 20);
+        assert_eq!(
+            c.limits.write_timeout,
+            std::time::Duration::from_millis(500)
+        );
+        for bad in [
+            &["--max-connections", "0"][..],
+            &["--memory-budget", "0"],
+            &["--write-timeout", "0"],
+            &["--header-timeout", "-1"],
+            &["--body-timeout", "NaN"],
+            &["--eviction-grace", "100000"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// `--export-dir` alone exports every resolver format without a reload command; the other
+    /// two export flags need it, and their values are checked before the server starts.
+    #[test]
+    fn export_flags() {
+        let config = |args: &[&str]| {
+            let parsed = super::ServeArgs::from_args(&["parasol", "serve"], args).unwrap();
+            super::config_from(&parsed)
+        };
+        let e = config(&["--export-dir", "/x"]).unwrap().export.unwrap();
+        assert_eq!(e, crate::export::ExportConfig::new("/x"));
+        let e = config(&[
+            "--export-dir",
+            "/x",
+            "--export-formats",
+            "unbound,rpz",
+            "--export-reload-cmd",
+            "rndc reload",
+        ])
+        .unwrap()
+        .export
+        .unwrap();
+        use crate::export::Format;
+        assert_eq!(e.formats, vec![Format::Unbound, Format::Rpz]);
+        assert_eq!(e.reload_cmd.as_deref(), Some("rndc reload"));
+        for (args, needle) in [
+            (&["--export-formats", "rpz"][..], "need --export-dir"),
+            (&["--export-reload-cmd", "true"][..], "need --export-dir"),
+            (
+                &["--export-dir", "/x", "--export-formats", "bind"][..],
+                "\"bind\"",
+            ),
+            (
+                &["--export-dir", "/x", "--export-formats", "plain"][..],
+                "plain",
+            ),
+            (
+                &["--export-dir", "/x", "--export-reload-cmd", " "][..],
+                "empty",
+            ),
+        ] {
+            let e = config(args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+        }
     }
 
     /// The handlers must be in place once `shutdown_signal` has returned, before anything polls

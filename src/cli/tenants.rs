@@ -3,31 +3,71 @@
 
 use std::path::PathBuf;
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
-use super::{default_data_dir, no, store_err, with_store};
+use super::{default_data_dir, no, no_flag, printed, store_err, with_store};
 use crate::management::customers::{customer_input, package_ids};
 use crate::management::msp_customers::msp_customer_input;
 use crate::store::{NewServiceProvider, Parent, Scope, StoreError};
 use crate::timefmt::{now, parse_rfc3339, rfc3339};
 
 /// Service providers.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "provider")]
 pub struct ProviderCmd {
     #[argh(subcommand)]
     pub action: ProviderAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum ProviderAction {
     Create(ProviderCreate),
+    List(ProviderList),
+    Delete(ProviderDelete),
+}
+
+/// List the service providers with their customer counts.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct ProviderList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+}
+
+/// Delete a service provider that has no customers left, with its credentials.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct ProviderDelete {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+    /// service provider id
+    #[argh(option)]
+    pub id: i64,
+}
+
+/// A provider's or MSP's deletion in the command line's words.
+fn delete_parent_err(kind: &'static str, id: i64) -> impl FnOnce(StoreError) -> String {
+    move |e| match e {
+        StoreError::NotFound => no(kind, id),
+        StoreError::Conflict(m) => format!("{kind} {id}: {m}"),
+        e => e.to_string(),
+    }
 }
 
 /// Create a service provider; prints its id and record.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct ProviderCreate {
     /// data directory (default ./parasol-data)
@@ -64,7 +104,28 @@ fn time_arg(name: &str, v: &Option<String>, default: i64) -> Result<i64, String>
 }
 
 pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
-    let ProviderAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        ProviderAction::Create(a) => a,
+        ProviderAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                printed(
+                    store
+                        .list_service_providers()
+                        .await
+                        .map_err(|e| e.to_string())?,
+                )
+            })
+        }
+        ProviderAction::Delete(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                store
+                    .delete_service_provider(a.id)
+                    .await
+                    .map_err(delete_parent_err("service provider", a.id))?;
+                Ok(json!({ "id": a.id, "deleted": true }))
+            })
+        }
+    };
     if a.name.trim().is_empty() {
         return Err("--name must not be empty".into());
     }
@@ -84,7 +145,7 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
             .create_service_provider(sp.clone(), t)
             .await
             .map_err(|e| match e {
-                StoreError::Invalid(_) => format!("--package-id {}: no such package", a.package_id),
+                StoreError::Invalid(_) => no_flag("--package-id", "package", a.package_id),
                 e => e.to_string(),
             })?;
         Ok(json!({
@@ -99,21 +160,52 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
 }
 
 /// Managed-service providers (MSPs).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "msp")]
 pub struct MspCmd {
     #[argh(subcommand)]
     pub action: MspAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum MspAction {
     Create(MspCreate),
+    List(MspList),
+    Delete(MspDelete),
+}
+
+/// List the MSPs with their customer counts.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct MspList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+}
+
+/// Delete an MSP that has no customers left, with its credentials.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "delete")]
+pub struct MspDelete {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+    /// MSP id
+    #[argh(option)]
+    pub id: i64,
 }
 
 /// Create an MSP; prints its id.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct MspCreate {
     /// data directory (default ./parasol-data)
@@ -129,7 +221,23 @@ pub struct MspCreate {
 }
 
 pub fn msp(cmd: MspCmd) -> Result<Value, String> {
-    let MspAction::Create(a) = cmd.action;
+    let a = match cmd.action {
+        MspAction::Create(a) => a,
+        MspAction::List(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                printed(store.list_msps().await.map_err(|e| e.to_string())?)
+            })
+        }
+        MspAction::Delete(a) => {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                store
+                    .delete_msp(a.id)
+                    .await
+                    .map_err(delete_parent_err("MSP", a.id))?;
+                Ok(json!({ "id": a.id, "deleted": true }))
+            })
+        }
+    };
     if a.name.trim().is_empty() {
         return Err("--name must not be empty".into());
     }
@@ -143,23 +251,37 @@ pub fn msp(cmd: MspCmd) -> Result<Value, String> {
 }
 
 /// Organizations (a customer of a service provider or an MSP, or stand-alone).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "org")]
 pub struct OrgCmd {
     #[argh(subcommand)]
     pub action: OrgAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 #[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum OrgAction {
     Create(OrgCreate),
+    List(OrgList),
     Delete(OrgDelete),
 }
 
+/// List the organizations with their parents.
+#[derive(FromArgs, ArgsInfo, Debug)]
+#[argh(subcommand, name = "list")]
+pub struct OrgList {
+    /// data directory (default ./parasol-data)
+    #[argh(option, default = "default_data_dir()")]
+    pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
+}
+
 /// Create an organization with its default site and customer key.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct OrgCreate {
     /// data directory (default ./parasol-data)
@@ -214,7 +336,7 @@ pub struct OrgCreate {
 }
 
 /// Delete an organization with all of its data; its customer keys stop working.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "delete")]
 pub struct OrgDelete {
     /// data directory (default ./parasol-data)
@@ -232,6 +354,14 @@ pub struct OrgDelete {
 pub fn org(cmd: OrgCmd) -> Result<Value, String> {
     match cmd.action {
         OrgAction::Create(a) => org_create(a),
+        OrgAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
+            printed(
+                store
+                    .list_organizations()
+                    .await
+                    .map_err(|e| e.to_string())?,
+            )
+        }),
         OrgAction::Delete(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             if store
                 .delete_organization(a.id)
@@ -309,10 +439,7 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
             .map_err(|e| match e {
                 StoreError::NotFound => missing_parent,
                 StoreError::Invalid(_) => {
-                    format!(
-                        "--package-id {}: no such package",
-                        package.unwrap_or_default()
-                    )
+                    no_flag("--package-id", "package", package.unwrap_or_default())
                 }
                 e => e.to_string(),
             })?;
@@ -345,14 +472,14 @@ pub(super) fn to_flag_message(m: &str) -> String {
 }
 
 /// Enforcement customer keys.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "key")]
 pub struct KeyCmd {
     #[argh(subcommand)]
     pub action: KeyAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum KeyAction {
     Create(KeyCreate),
@@ -362,7 +489,7 @@ pub enum KeyAction {
 }
 
 /// Issue an additional customer key for an organization.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct KeyCreate {
     /// data directory (default ./parasol-data)
@@ -378,7 +505,7 @@ pub struct KeyCreate {
 }
 
 /// List an organization's customer keys, revoked ones included.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct KeyList {
     /// data directory (default ./parasol-data)
@@ -394,7 +521,7 @@ pub struct KeyList {
 }
 
 /// Revoke one customer key: requests with it get 403 from then on.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "revoke")]
 pub struct KeyRevoke {
     /// data directory (default ./parasol-data)
@@ -410,7 +537,7 @@ pub struct KeyRevoke {
 }
 
 /// Revoke all of an organization's keys and issue a new one.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "rotate")]
 pub struct KeyRotate {
     /// data directory (default ./parasol-data)
@@ -450,7 +577,7 @@ pub fn key(cmd: KeyCmd) -> Result<Value, String> {
             {
                 Ok(json!({ "customerKey": key, "revoked": true }))
             } else {
-                Err("no live customer key of that value".into())
+                Err(no("live customer key", key))
             }
         }),
         KeyAction::Rotate(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
@@ -464,14 +591,14 @@ pub fn key(cmd: KeyCmd) -> Result<Value, String> {
 }
 
 /// Management API credentials (HTTP Basic key and secret).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "credential")]
 pub struct CredentialCmd {
     #[argh(subcommand)]
     pub action: CredentialAction,
 }
 
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand)]
 pub enum CredentialAction {
     Create(CredentialCreate),
@@ -480,7 +607,7 @@ pub enum CredentialAction {
 }
 
 /// Issue a credential bound to one scope; the secret is shown only here.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "create")]
 pub struct CredentialCreate {
     /// data directory (default ./parasol-data)
@@ -505,7 +632,7 @@ pub struct CredentialCreate {
 }
 
 /// List credentials (never secrets).
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "list")]
 pub struct CredentialList {
     /// data directory (default ./parasol-data)
@@ -518,7 +645,7 @@ pub struct CredentialList {
 }
 
 /// Revoke a credential: requests with it get 401 from then on.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "revoke")]
 pub struct CredentialRevoke {
     /// data directory (default ./parasol-data)
@@ -555,24 +682,20 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
                 Ok(json!({ "apiKey": k, "apiSecret": secret, "scope": scope, "label": a.label }))
             })
         }
-        CredentialAction::List(a) => {
-            with_store(&a.data_dir, a.database.as_deref(), async |store| {
-                let list = store.list_credentials().await.map_err(|e| e.to_string())?;
-                serde_json::to_value(list).map_err(|e| e.to_string())
-            })
-        }
-        CredentialAction::Revoke(a) => {
-            with_store(&a.data_dir, a.database.as_deref(), async |store| {
-                if store
-                    .revoke_credential(a.key.clone(), now())
-                    .await
-                    .map_err(|e| e.to_string())?
-                {
-                    Ok(json!({ "apiKey": a.key, "revoked": true }))
-                } else {
-                    Err("no live credential with that key".into())
-                }
-            })
-        }
+        CredentialAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
+            let list = store.list_credentials().await.map_err(|e| e.to_string())?;
+            serde_json::to_value(list).map_err(|e| e.to_string())
+        }),
+        CredentialAction::Revoke(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
+            if store
+                .revoke_credential(a.key.clone(), now())
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                Ok(json!({ "apiKey": a.key, "revoked": true }))
+            } else {
+                Err(no("live credential", &a.key))
+            }
+        }),
     }
 }

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::domain::{self, DomainError};
-use crate::json::{Duplicate, Step};
+use crate::json::Duplicate;
 
 /// Entries of an `errors` map past which only each bad element's first problem is listed: every
 /// bad element is still named (decisions.md), and a batch of thousands gets one entry each.
@@ -17,6 +17,13 @@ pub const DETAILED_ERRORS: usize = 1000;
 /// every bad element of a batch of events is named.
 // SECURITY: a 1 MiB body of 524,000 one-byte elements would otherwise get a 16 MB answer.
 pub const MAX_ERRORS: usize = 10_000;
+
+/// What validating and storing a batch takes at most, as a multiple of the body's length: the
+/// body itself, the copy stored as the batch's text, and the validator's working memory (the
+/// events found, or the errors and the one element being looked at; see `validate_slow`). The
+/// share of the memory budget a batch is charged before its body is read (`crate::budget`); a
+/// test holds the validator to it.
+pub const MEMORY_FACTOR: usize = 3;
 
 /// An event that passed validation. The event itself is stored as sent: see [`events_text`].
 #[derive(Debug, Clone, PartialEq)]
@@ -121,7 +128,7 @@ pub fn validate_events(body: &[u8]) -> Result<(Vec<ValidEvent>, String), EventsE
     Ok((events, stored))
 }
 
-/// The general validator: the whole body as a JSON tree, every problem named.
+/// The general validator: every problem named.
 ///
 /// A JSON object anywhere in the body that holds the same member twice (compared as decoded) is
 /// a problem of the element it belongs to, named by the member's path within the element:
@@ -130,64 +137,64 @@ pub fn validate_events(body: &[u8]) -> Result<(Vec<ValidEvent>, String), EventsE
 /// repeated member is listed with those problems only (its fields would be judged on a value
 /// the client did not choose); the other elements are judged as usual, so that a refused batch
 /// still names every bad element. An element that is not an object is named as such only.
+///
+/// The body is read one element at a time, and of each only the fields of the spec are kept
+/// (`json::for_each_element`): the working memory is the list of problems and one element's
+/// fields, not a tree of the body (which for `[{},{},...]` was forty times the body's size).
 fn validate_slow(body: &[u8]) -> Result<Vec<ValidEvent>, EventsError> {
-    let (value, duplicates) = crate::json::from_slice_noting_duplicates(body, MAX_ERRORS)
-        .map_err(|e| EventsError::Malformed(format!("Malformed JSON: {e}")))?;
+    use crate::json::{Element, Top};
     let mut errors = Vec::new();
-    // Listed in the order their objects end: by element, since elements are read in turn.
-    let mut duplicates = duplicates.into_iter().peekable();
-    let events = match value {
-        Value::Object(obj) => {
-            let dups: Vec<Duplicate> = duplicates.collect();
-            if dups.is_empty() {
-                match validate_event(&obj, None, &mut errors) {
-                    Some(ev) if errors.is_empty() => vec![ev],
-                    _ => Vec::new(),
+    let mut out = Vec::new();
+    let mut each = |index: Option<usize>, element: Element, dups: Vec<Duplicate>| {
+        // A 1 MiB body holds fewer than 2^32 elements.
+        let index32 = index.map(|i| i as u32);
+        // Past the body's top: the element's own position in an array body.
+        let skip = usize::from(index.is_some());
+        match element {
+            Element::Object(_) if !dups.is_empty() => {
+                name_duplicates(&mut ElementErrors::new(&mut errors, index32), &dups, skip);
+            }
+            Element::Object(obj) => {
+                if let Some(ev) = validate_event(&obj, index32, &mut errors) {
+                    // Kept only while the body may still be accepted whole.
+                    if errors.is_empty() {
+                        out.push(ev);
+                    }
                 }
-            } else {
-                name_duplicates(&mut ElementErrors::new(&mut errors, None), &dups, 0);
-                Vec::new()
+            }
+            Element::Other => {
+                ElementErrors::new(&mut errors, index32).push("", "must be an object")
             }
         }
-        Value::Array(items) => {
-            if items.is_empty() {
-                return Err(EventsError::Malformed("no events".into()));
-            }
-            let mut out = Vec::with_capacity(items.len());
-            for (i, item) in items.iter().enumerate() {
-                // A 1 MiB body holds fewer than 2^32 elements.
-                let index = Some(i as u32);
-                let mut dups = Vec::new();
-                while let Some(d) =
-                    duplicates.next_if(|d| d.path.first() == Some(&Step::Element(i)))
-                {
-                    dups.push(d);
-                }
-                match item {
-                    Value::Object(_) if !dups.is_empty() => {
-                        name_duplicates(&mut ElementErrors::new(&mut errors, index), &dups, 1);
-                    }
-                    Value::Object(obj) => {
-                        if let Some(ev) = validate_event(obj, index, &mut errors) {
-                            out.push(ev);
-                        }
-                    }
-                    _ => ElementErrors::new(&mut errors, index).push("", "must be an object"),
-                }
-            }
-            out
+        if !errors.is_empty() && !out.is_empty() {
+            out = Vec::new();
         }
-        _ => {
+    };
+    let top = crate::json::for_each_element(body, MAX_ERRORS, &is_field, &mut each)
+        .map_err(|e| EventsError::Malformed(format!("Malformed JSON: {e}")))?;
+    match top {
+        Top::Array(0) => return Err(EventsError::Malformed("no events".into())),
+        Top::Other => {
             return Err(EventsError::Malformed(
                 "The body must be an event object or an array of event objects".into(),
             ))
         }
-    };
+        Top::Object | Top::Array(_) => {}
+    }
     if errors.is_empty() {
-        Ok(events)
+        Ok(out)
     } else {
         Err(EventsError::Fields(errors))
     }
+}
+
+/// Whether `name` is a field the validator looks at (in any spelling).
+fn is_field(name: &str) -> bool {
+    name == "disableDstSafeguards"
+        || REQUIRED
+            .iter()
+            .chain(OPTIONAL)
+            .any(|&(field, alt)| field == name || alt.is_some_and(|(alt, _)| alt == name))
 }
 
 /// Records `"<path>": "is duplicated"` for the repeated members of one element, their paths

@@ -17,7 +17,7 @@ use super::event::{validate_events, EventsError};
 use super::page_cache::CachedPage;
 
 /// Default and largest page size of GET /1.0/domains.
-pub const PAGE_SIZE: u64 = 200;
+pub const MAX_PAGE_LIMIT: u64 = 200;
 
 /// A request with this many events frees its memory back to the system once answered.
 const LARGE_BATCH: usize = 256;
@@ -50,7 +50,13 @@ pub async fn handle(
     body: Bytes,
 ) -> Response<Body> {
     let result = match ep {
-        EnfEndpoint::PostEvents => post_events(state, ctx, body).await,
+        EnfEndpoint::PostEvents => {
+            let r = post_events(state, ctx, body).await;
+            if let Some(why) = r.as_ref().err().and_then(crate::metrics::Refusal::of) {
+                state.metrics.event_request_refused(why);
+            }
+            r
+        }
         EnfEndpoint::ListDomains => list_domains(state, ctx).await,
         EnfEndpoint::DeleteDomainById(id) => delete_domain(state, ctx, Target::Id(id)).await,
         EnfEndpoint::DeleteDomainByName(name) => {
@@ -147,18 +153,18 @@ async fn post_events(
     // The body is checked before the key is looked up, so that a valid request needs one trip to
     // the database; a refused body still answers 403 first when the key is bad.
     let reputation = state.reputation.get();
+    // The batch, and how many of its events the acceptance checks keep off the list (metrics).
     let check = move |body: &[u8]| {
         validate_events(body).map(|(events, text)| {
-            PreparedBatch::new(
-                events
-                    .into_iter()
-                    .map(|e| PreparedEvent {
-                        listed: reputation.accepts(&e.domain, e.disable_safeguards),
-                        domain: e.domain,
-                    })
-                    .collect(),
-                text,
-            )
+            let events: Vec<PreparedEvent> = events
+                .into_iter()
+                .map(|e| PreparedEvent {
+                    listed: reputation.accepts(&e.domain, e.disable_safeguards),
+                    domain: e.domain,
+                })
+                .collect();
+            let not_listed = events.iter().filter(|e| !e.listed).count();
+            (PreparedBatch::new(events, text), not_listed)
         })
     };
     // A large batch takes milliseconds to parse: off the runtime's threads and at a lower
@@ -172,7 +178,7 @@ async fn post_events(
     } else {
         check(&body)
     };
-    let prepared = match checked {
+    let (prepared, not_listed) = match checked {
         Ok(prepared) => prepared,
         Err(e) => {
             organization(state, ctx).await?;
@@ -209,6 +215,7 @@ async fn post_events(
         }
     };
     state.rate.spend_new_domains(&key, added);
+    state.metrics.events_accepted(n_events, not_listed);
     Ok(crate::http::json_response(
         StatusCode::ACCEPTED,
         accepted_body(&batch),
@@ -230,9 +237,9 @@ fn paging(ctx: &RequestCtx) -> Result<(u64, u64), EnfError> {
         },
     };
     let limit = match ctx.query.get("limit") {
-        None => PAGE_SIZE,
+        None => MAX_PAGE_LIMIT,
         Some(l) => match l.parse::<i64>() {
-            Ok(n) if n > PAGE_SIZE as i64 => {
+            Ok(n) if n > MAX_PAGE_LIMIT as i64 => {
                 return Err(EnfError::BadRequest(
                     "Limit must be a number less than or equal to 200".into(),
                 ))

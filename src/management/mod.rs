@@ -6,6 +6,7 @@
 
 pub mod appliances;
 pub mod auth;
+pub mod blocking;
 pub mod common;
 pub mod customers;
 pub mod internal_networks;
@@ -59,6 +60,13 @@ async fn dispatch(
             }
             route(state, org, ep, ctx, body).await
         }
+        MgmtEndpoint::Parasol { org, ep } => {
+            // SECURITY: scoped exactly like `/v1/organizations/{id}/...`.
+            if !state.store.organization_visible(scope, org).await? {
+                return Err(MgmtError::NotFound);
+            }
+            blocking::handle(state, org, ep, ctx, body).await
+        }
     }
 }
 
@@ -103,6 +111,13 @@ mod tests {
             rate: crate::ratelimit::RateLimiter::new(false),
             pages: Default::default(),
             bulk: crate::bulk::BulkPool::start().unwrap(),
+            metrics: Default::default(),
+            access: crate::access::AccessLogger::new(crate::access::AccessLog::All),
+            metrics_elsewhere: false,
+            budget: std::sync::Arc::new(crate::budget::MemoryBudget::new(
+                1 << 20,
+                std::time::Duration::ZERO,
+            )),
         }
     }
 

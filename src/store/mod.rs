@@ -20,12 +20,14 @@
 //! Only this module's files speak to a database crate (a test holds the rest of `src/` to that).
 
 mod error;
+pub mod metrics;
 pub mod model;
 pub mod postgres;
 pub mod sqlite;
 pub mod transfer;
 
 pub use error::{Fault, FaultKind, Result, StoreError};
+pub use metrics::{StorageStats, StoreMetrics};
 pub use model::*;
 
 use std::path::Path;
@@ -234,6 +236,13 @@ operations! {
     /// `Store::track_list_changes`), forgotten as they are returned; organizations deleted
     /// meanwhile are among them.
     fn take_list_changes(&self) -> Vec<i64>;
+
+    // ------------------------------------------------------------ metrics
+
+    /// The number of organizations, and the length of the domain list of each of the first
+    /// `limit` of them by id (for `/metrics`, scraped every few seconds: an engine must not
+    /// count a million rows for it).
+    fn domain_counts(&self, limit: i64) -> (i64, Vec<(i64, i64)>);
 }
 
 /// Who opens the database, which decides the background work that comes with it.
@@ -325,6 +334,20 @@ impl Store {
         match &self.engine {
             Engine::Sqlite(s) => s.write_count(),
             Engine::Postgres(p) => p.write_count(),
+        }
+    }
+
+    /// What the store measures of its writes (see `StoreMetrics`).
+    pub fn metrics(&self) -> &StoreMetrics {
+        match &self.engine {
+            Engine::Sqlite(s) => s.metrics(),
+        }
+    }
+
+    /// The storage's sizes and free space, read now (a few system calls).
+    pub fn storage_stats(&self) -> StorageStats {
+        match &self.engine {
+            Engine::Sqlite(s) => s.storage_stats(),
         }
     }
 

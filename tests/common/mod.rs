@@ -9,6 +9,8 @@
 //! tests then run on both; the few that read the SQLite file itself say so and are skipped on
 //! PostgreSQL (`skip_on_postgres`).
 #![allow(dead_code)]
+// The harness fails a test by panicking, as the tests themselves do.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -63,26 +63,38 @@ pub fn verdict(conn: &Connection, org: i64, name: &str) -> Result<Verdict> {
 
 /// The effective block list: listed names not covered by the allow list, in list order, and the
 /// allow-list names that lie under a listed name (exceptions a resolver must let through).
+///
+/// Only the blocked names are held in memory (a domain list may hold millions): whether an
+/// allow-listed name has a listed parent is looked up name by name (allow lists are short).
 pub fn effective(conn: &Connection, org: i64) -> Result<(Vec<String>, Vec<String>)> {
     let allowed: std::collections::HashSet<String> = allow_list(conn, org)?.into_iter().collect();
-    let covered = |name: &str| self_and_parents(name).any(|n| allowed.contains(n));
+    let covered =
+        |name: &str| !allowed.is_empty() && self_and_parents(name).any(|n| allowed.contains(n));
     let mut stmt =
         conn.prepare("SELECT name FROM domains WHERE organization_id = ?1 ORDER BY seq")?;
     let mut rows = stmt.query(params![org])?;
     let mut blocked = Vec::new();
-    let mut listed = std::collections::HashSet::new();
     while let Some(r) = rows.next()? {
         let name: String = r.get(0)?;
         if !covered(&name) {
-            blocked.push(name.clone());
+            blocked.push(name);
         }
-        listed.insert(name);
     }
-    let mut exceptions: Vec<String> = allowed
-        .iter()
-        .filter(|a| self_and_parents(a).skip(1).any(|p| listed.contains(p)))
-        .cloned()
-        .collect();
+    let mut listed =
+        conn.prepare_cached("SELECT 1 FROM domains WHERE organization_id = ?1 AND name = ?2")?;
+    let mut exceptions = Vec::new();
+    for a in &allowed {
+        for parent in self_and_parents(a).skip(1) {
+            if listed
+                .query_row(params![org, parent], |_| Ok(()))
+                .optional()?
+                .is_some()
+            {
+                exceptions.push(a.clone());
+                break;
+            }
+        }
+    }
     exceptions.sort();
     Ok((blocked, exceptions))
 }

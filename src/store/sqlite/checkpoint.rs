@@ -113,13 +113,13 @@ impl Checkpointer {
                         continue;
                     }
                     seen = now;
-                    match passive_pass(&conn, &state) {
+                    match passive_pass(&conn, &state, &writer) {
                         Ok(frames) if frames * page_size > WAL_RESTART_BYTES => {
                             // Copy what was committed during that checkpoint too (a much shorter
                             // pass, and a shorter one after it), so that the writer's restart has
                             // only a few frames left to copy.
                             for _ in 0..CATCH_UP_PASSES {
-                                if let Err(e) = passive_pass(&conn, &state) {
+                                if let Err(e) = passive_pass(&conn, &state, &writer) {
                                     log::warn!("checkpoint failed: {e}");
                                 }
                             }
@@ -231,18 +231,21 @@ fn sync_database_file(conn: &Connection) -> std::result::Result<(), i32> {
 /// One pass of the checkpointer: a passive checkpoint (under `running`, so that the writer's
 /// restart never waits behind it), then the database file synced; returns the frames the WAL
 /// held.
-fn passive_pass(conn: &Connection, state: &CheckpointShared) -> Result<i64> {
+fn passive_pass(conn: &Connection, state: &CheckpointShared, writer: &Shared) -> Result<i64> {
     let frames = {
         let _running = state.running.lock();
         checkpoint(conn, Mode::Passive)
     };
-    sync_after_checkpoint(conn);
+    sync_after_checkpoint(conn, writer);
     frames
 }
 
-/// `sync_database_file`, for the checkpointer: a failure is logged.
-fn sync_after_checkpoint(conn: &Connection) {
-    if let Err(rc) = sync_database_file(conn) {
+/// `sync_database_file`, for the checkpointer: timed for the metrics; a failure is logged.
+fn sync_after_checkpoint(conn: &Connection, writer: &Shared) {
+    let started = Instant::now();
+    let synced = sync_database_file(conn);
+    writer.metrics.sync.observe_duration(started.elapsed());
+    if let Err(rc) = synced {
         log::warn!("cannot sync the database file after a checkpoint (SQLite error {rc})");
     }
 }

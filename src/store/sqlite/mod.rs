@@ -168,6 +168,7 @@ impl Sqlite {
         let conn = open_writer_connection(path, role)?;
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
         let shared = Arc::new(writer::Shared {
+            metrics: Default::default(),
             commits: AtomicU64::new(0),
             jobs: AtomicU64::new(0),
             wal_restarts: AtomicU64::new(0),
@@ -231,9 +232,55 @@ impl Sqlite {
         self.inner.track_list_changes.load(Ordering::Relaxed)
     }
 
-    /// The state of the storage.
+    /// The state of the storage. A writer that has stopped (its thread ended, or the store was
+    /// closed) takes no writes, whatever the last write did: that is a fault of its own kind.
     pub fn health(&self) -> StorageHealth {
-        self.inner.shared.health.snapshot()
+        let mut health = self.inner.shared.health.snapshot();
+        if !self.writer_running() {
+            health.writable = false;
+            health.last_fault = Some((
+                FaultKind::WriterDown.name().to_string(),
+                "the database writer has stopped".into(),
+            ));
+        }
+        health
+    }
+
+    /// Whether the writer thread still takes writes.
+    fn writer_running(&self) -> bool {
+        let open = self
+            .inner
+            .sender
+            .lock()
+            .is_ok_and(|s| s.as_ref().is_some_and(|s| !s.is_closed()));
+        let alive = self
+            .inner
+            .writer
+            .lock()
+            .is_ok_and(|h| h.as_ref().is_some_and(|h| !h.is_finished()));
+        open && alive
+    }
+
+    /// See `StoreMetrics`.
+    pub fn metrics(&self) -> &crate::store::StoreMetrics {
+        &self.inner.shared.metrics
+    }
+
+    /// The database file's and the WAL's sizes and the free space beside them.
+    pub fn storage_stats(&self) -> crate::store::StorageStats {
+        let path = &self.inner.path;
+        let len = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let space = path
+            .parent()
+            .and_then(crate::store::metrics::filesystem_space);
+        crate::store::StorageStats {
+            database_bytes: len(path),
+            wal_bytes: Some(len(Path::new(&wal)).unwrap_or(0)),
+            free_bytes: space.map(|s| s.0),
+            filesystem_bytes: space.map(|s| s.1),
+        }
     }
 
     /// A number that changes whenever anything was committed to the database since the last call,
@@ -353,6 +400,15 @@ impl Sqlite {
         })
     }
 
+    /// One of the `MAX_READERS` slots a read takes while it runs.
+    async fn read_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>> {
+        self.inner
+            .read_slots
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Closed)
+    }
+
     /// Runs `f` on a read connection in one read transaction (a consistent snapshot), off the
     /// async runtime.
     async fn read<T, F>(&self, f: F) -> Result<T>
@@ -360,12 +416,7 @@ impl Sqlite {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let _slot = self
-            .inner
-            .read_slots
-            .acquire()
-            .await
-            .map_err(|_| StoreError::Closed)?;
+        let _slot = self.read_slot().await?;
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.read_now(Wait::Read, f))
             .await
@@ -384,12 +435,7 @@ impl Sqlite {
         F: Fn(&Connection) -> Result<T> + Send + 'static,
     {
         let here = {
-            let _slot = self
-                .inner
-                .read_slots
-                .acquire()
-                .await
-                .map_err(|_| StoreError::Closed)?;
+            let _slot = self.read_slot().await?;
             self.inner.read_now(Wait::Never, &f)
         };
         match here {

@@ -689,6 +689,11 @@ impl Backend for Sqlite {
         .await
     }
 
+    async fn domain_counts(&self, limit: i64) -> Result<(i64, Vec<(i64, i64)>)> {
+        self.read(move |c| domains::counts_per_organization(c, limit))
+            .await
+    }
+
     async fn take_list_changes(&self) -> Result<Vec<i64>> {
         self.write(tenants::take_list_changes).await
     }

@@ -79,6 +79,26 @@ async fn until_queued(store: &Sqlite, n: usize) {
     }
 }
 
+/// Queues `n` writes of `mode`, the i-th running `job(i, conn)`, behind a write that holds the
+/// writer, then lets them run, all in one group; returns their results in order.
+async fn one_group<T: Send + 'static>(
+    store: &Sqlite,
+    n: i64,
+    mode: WriteMode,
+    job: impl Fn(i64, &Connection) -> Result<T> + Send + Sync + Copy + 'static,
+) -> Vec<Result<T>> {
+    let gate = hold_writer(store).await;
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let s = store.clone();
+            tokio::spawn(async move { s.queue(move |c, _, _| job(i, c), mode, false).await })
+        })
+        .collect();
+    until_queued(store, n as usize).await;
+    gate.release().await;
+    join_all(tasks).await
+}
+
 async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
     let mut out = Vec::new();
     for t in tasks {
@@ -91,31 +111,21 @@ async fn join_all<T>(tasks: Vec<tokio::task::JoinHandle<T>>) -> Vec<T> {
 async fn concurrent_writes_share_one_transaction_and_failures_stay_isolated() {
     let (_dir, store) = temp_db();
     create_t(&store, "v INTEGER UNIQUE").await;
-    let gate = hold_writer(&store).await;
-    let before = store.commit_count();
-    let tasks: Vec<_> = (0..200i64)
-        .map(|i| {
-            let s = store.clone();
-            tokio::spawn(async move {
-                // Every 10th write fails after writing; only its own row is undone.
-                s.write(move |c| {
-                    c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                    if i % 10 == 0 {
-                        c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                    }
-                    Ok(())
-                })
-                .await
-            })
-        })
-        .collect();
-    until_queued(&store, 200).await;
-    gate.release().await;
-    let failed = join_all(tasks).await.iter().filter(|r| r.is_err()).count();
+    let before = store.commit_count() + 1;
+    // Every 10th write fails after writing; only its own row is undone.
+    let results = one_group(&store, 200, WriteMode::Savepoint, |i, c| {
+        c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+        if i % 10 == 0 {
+            c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+        }
+        Ok(())
+    })
+    .await;
+    let failed = results.iter().filter(|r| r.is_err()).count();
     assert_eq!(failed, 20);
     assert_eq!(count_t(&store).await, 180);
-    // The gate's transaction, then the 200 writes queued behind it in one.
-    assert_eq!(store.commit_count() - before, 2, "group commit");
+    // After the gate's transaction, the 200 writes queued behind it in one.
+    assert_eq!(store.commit_count() - before, 1, "group commit");
     store.close();
 }
 
@@ -156,29 +166,15 @@ async fn a_failing_write_alone_in_its_transaction_leaves_nothing() {
 async fn a_failing_shared_write_fails_its_whole_group_and_stores_nothing() {
     let (_dir, store) = temp_db();
     create_t(&store, "v INTEGER").await;
-    let gate = hold_writer(&store).await;
-    let tasks: Vec<_> = (0..10i64)
-        .map(|i| {
-            let s = store.clone();
-            tokio::spawn(async move {
-                s.queue(
-                    move |c, _, _| {
-                        c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                        if i == 5 {
-                            return Err(StoreError::Internal("trouble".into()));
-                        }
-                        Ok(())
-                    },
-                    WriteMode::Shared,
-                    false,
-                )
-                .await
-            })
-        })
-        .collect();
-    until_queued(&store, 10).await;
-    gate.release().await;
-    assert!(join_all(tasks).await.iter().all(|r| r.is_err()));
+    let results = one_group(&store, 10, WriteMode::Shared, |i, c| {
+        c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+        if i == 5 {
+            return Err(StoreError::Internal("trouble".into()));
+        }
+        Ok(())
+    })
+    .await;
+    assert!(results.iter().all(|r| r.is_err()));
     assert_eq!(
         count_t(&store).await,
         0,
@@ -203,30 +199,15 @@ async fn a_group_whose_transaction_sqlite_ended_fails_whole_in_every_mode() {
     for mode in [WriteMode::Savepoint, WriteMode::Shared] {
         let (_dir, store) = temp_db();
         create_t(&store, "v INTEGER").await;
-        let gate = hold_writer(&store).await;
-        let tasks: Vec<_> = (0..30i64)
-            .map(|i| {
-                let s = store.clone();
-                tokio::spawn(async move {
-                    s.queue(
-                        move |c, _, _| {
-                            c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                            if i == 12 {
-                                // What SQLite does on SQLITE_FULL or an I/O error.
-                                c.execute_batch("ROLLBACK")?;
-                            }
-                            Ok(())
-                        },
-                        mode,
-                        false,
-                    )
-                    .await
-                })
-            })
-            .collect();
-        until_queued(&store, 30).await;
-        gate.release().await;
-        let results = join_all(tasks).await;
+        let results = one_group(&store, 30, mode, |i, c| {
+            c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+            if i == 12 {
+                // What SQLite does on SQLITE_FULL or an I/O error.
+                c.execute_batch("ROLLBACK")?;
+            }
+            Ok(())
+        })
+        .await;
         assert!(
             results
                 .iter()
@@ -251,25 +232,14 @@ async fn a_group_whose_transaction_sqlite_ended_fails_whole_in_every_mode() {
 async fn a_storage_fault_fails_the_group_and_the_store_recovers_by_itself() {
     let (_dir, store) = temp_db();
     create_t(&store, "v INTEGER").await;
-    let gate = hold_writer(&store).await;
-    let tasks: Vec<_> = (0..20i64)
-        .map(|i| {
-            let s = store.clone();
-            tokio::spawn(async move {
-                s.write(move |c| {
-                    c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                    if i == 7 {
-                        return Err(StoreError::fault(FaultKind::DiskFull, "simulated"));
-                    }
-                    Ok(())
-                })
-                .await
-            })
-        })
-        .collect();
-    until_queued(&store, 20).await;
-    gate.release().await;
-    let results = join_all(tasks).await;
+    let results = one_group(&store, 20, WriteMode::Savepoint, |i, c| {
+        c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+        if i == 7 {
+            return Err(StoreError::fault(FaultKind::DiskFull, "simulated"));
+        }
+        Ok(())
+    })
+    .await;
     assert!(results
         .iter()
         .all(|r| r.as_ref().is_err_and(StoreError::is_unavailable)));
@@ -293,23 +263,12 @@ async fn a_storage_fault_fails_the_group_and_the_store_recovers_by_itself() {
 async fn a_panicking_write_fails_its_group_and_the_writer_goes_on() {
     let (_dir, store) = temp_db();
     create_t(&store, "v INTEGER").await;
-    let gate = hold_writer(&store).await;
-    let tasks: Vec<_> = (0..10i64)
-        .map(|i| {
-            let s = store.clone();
-            tokio::spawn(async move {
-                s.write(move |c| {
-                    c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
-                    assert!(i != 4, "a bug in write {i}");
-                    Ok(())
-                })
-                .await
-            })
-        })
-        .collect();
-    until_queued(&store, 10).await;
-    gate.release().await;
-    let results = join_all(tasks).await;
+    let results = one_group(&store, 10, WriteMode::Savepoint, |i, c| {
+        c.execute("INSERT INTO t (v) VALUES (?1)", [i])?;
+        assert!(i != 4, "a bug in write {i}");
+        Ok(())
+    })
+    .await;
     assert!(
         results.iter().all(|r| matches!(
             r,
@@ -604,5 +563,59 @@ async fn list_changes_are_recorded_for_the_exporter() {
     assert_eq!(store.take_list_changes().await.unwrap(), vec![b.id]);
     assert!(store.delete_organization(a.id).await.unwrap());
     assert_eq!(store.take_list_changes().await.unwrap(), vec![a.id]);
+    store.close();
+}
+
+/// A writer that has stopped takes no writes: the health says so (`/readyz` answers 503 with
+/// `writer_down`) whatever the last write did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_writer_is_reported_down() {
+    let (_dir, store) = temp_db();
+    create_t(&store, "x").await;
+    let health = store.health();
+    assert!(health.writable && health.last_fault.is_none());
+    store.close();
+    let health = store.health();
+    assert!(!health.writable);
+    assert_eq!(
+        health.last_fault.map(|f| f.0).as_deref(),
+        Some("writer_down")
+    );
+}
+
+/// Each committed group is measured: its size, its transaction's and its commit's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commits_are_measured() {
+    let (_dir, store) = temp_db();
+    create_t(&store, "x").await;
+    let gate = hold_writer(&store).await;
+    let tasks: Vec<_> = (0..5)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .write(move |c| {
+                        c.execute("INSERT INTO t VALUES (?1)", [i])?;
+                        Ok(())
+                    })
+                    .await
+            })
+        })
+        .collect();
+    until_queued(&store, 5).await;
+    gate.release().await;
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let m = store.metrics();
+    let mut out = String::new();
+    m.group_size.render(&mut out, "g", "", 1.0);
+    assert!(out.contains("g_bucket{le=\"4\"} 2\n"), "{out}");
+    assert!(
+        out.contains("g_bucket{le=\"8\"} 3\n"),
+        "the group of five: {out}"
+    );
+    assert_eq!(m.commit.count(), 3);
+    assert_eq!(m.transaction.count(), 3);
     store.close();
 }

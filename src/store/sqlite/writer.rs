@@ -123,13 +123,15 @@ pub(super) struct Job {
 
 /// What the writer thread shares with the store's handle.
 pub(super) struct Shared {
+    /// Group sizes, transaction and commit times.
+    pub metrics: crate::store::StoreMetrics,
     /// Transactions committed (each may hold many requests' jobs).
     pub commits: AtomicU64,
     /// Jobs run.
     pub jobs: AtomicU64,
     /// WAL restarts the writer ran for the checkpointer.
     pub wal_restarts: AtomicU64,
-    /// Clients connected to the server, which may send writes (see `should_linger`).
+    /// Clients connected to the server, which may send writes (see `should_gather_more`).
     pub clients: AtomicUsize,
     pub health: Health,
 }
@@ -138,7 +140,7 @@ pub(super) struct Shared {
 const MAX_GROUP: usize = 256;
 
 /// How long the writer waits for more writes before committing a small group under concurrent
-/// load (see `should_linger`), about one commit's fsync on the benchmark's VM.
+/// load (see `should_gather_more`), about one commit's fsync on the benchmark's VM.
 const GATHER_WAIT: Duration = Duration::from_micros(300);
 /// Groups of at least this many writes are committed at once.
 const GATHER_BELOW: usize = 16;
@@ -152,7 +154,7 @@ const GATHER_BELOW: usize = 16;
 /// latency. It waits only when there is concurrency (the group before held several writes) and
 /// some connected client is not in this group; a lone sequential client, or every client
 /// already in the group, is never kept waiting.
-fn should_linger(group: usize, previous: usize, clients: usize) -> bool {
+fn should_gather_more(group: usize, previous: usize, clients: usize) -> bool {
     group < GATHER_BELOW && previous >= 2 && clients > group
 }
 
@@ -251,7 +253,7 @@ fn writer_loop(
     // A large job met while gathering a group waits for the next transaction.
     let mut held: Option<Job> = None;
     let mut bulk = BulkWriter::start(shared.clone());
-    // Size of the group before this one (see `should_linger`).
+    // Size of the group before this one (see `should_gather_more`).
     let mut previous = 0usize;
     loop {
         let Some(first) = held.take().or_else(|| rx.blocking_recv()) else {
@@ -262,7 +264,7 @@ fn writer_loop(
         if !first_alone {
             gather(&mut rx, &mut jobs, &mut held);
             let clients = shared.clients.load(Ordering::Relaxed);
-            if held.is_none() && should_linger(jobs.len(), previous, clients) {
+            if held.is_none() && should_gather_more(jobs.len(), previous, clients) {
                 std::thread::sleep(GATHER_WAIT);
                 gather(&mut rx, &mut jobs, &mut held);
             }
@@ -427,6 +429,7 @@ fn run_transaction(
     }
     drop(statements);
     let ran = started.elapsed();
+    let mut committing = None;
     let commit = match broken {
         Some(why) => {
             if !conn.is_autocommit() {
@@ -436,7 +439,13 @@ fn run_transaction(
             }
             Err(why)
         }
-        None => exec_cached(conn, "COMMIT").map_err(|e| {
+        None => {
+            let at = Instant::now();
+            let done = exec_cached(conn, "COMMIT");
+            committing = Some(at.elapsed());
+            done
+        }
+        .map_err(|e| {
             let e = StoreError::from(e);
             log::error!("commit failed: {e}");
             if !conn.is_autocommit() {
@@ -454,8 +463,13 @@ fn run_transaction(
             (took - ran).as_millis(),
         );
     }
+    if let Some(c) = committing {
+        shared.metrics.commit.observe_duration(c);
+    }
+    shared.metrics.transaction.observe_duration(took);
     match &commit {
         Ok(()) => {
+            shared.metrics.group_size.observe(group as u64);
             shared.commits.fetch_add(1, Ordering::Relaxed);
             shared.health.written();
         }
@@ -531,18 +545,18 @@ mod tests {
     #[test]
     fn the_writer_waits_for_more_writes_only_under_concurrency_with_clients_left_out() {
         // A lone sequential client, or no concurrency in the group before: never.
-        assert!(!should_linger(1, 1, 1));
-        assert!(!should_linger(1, 0, 5));
-        assert!(!should_linger(1, 1, 64));
+        assert!(!should_gather_more(1, 1, 1));
+        assert!(!should_gather_more(1, 0, 5));
+        assert!(!should_gather_more(1, 1, 64));
         // Concurrency, and connected clients outside the group: waits.
-        assert!(should_linger(1, 2, 64));
-        assert!(should_linger(GATHER_BELOW - 1, 30, 64));
+        assert!(should_gather_more(1, 2, 64));
+        assert!(should_gather_more(GATHER_BELOW - 1, 30, 64));
         // Every connected client already in the group: nobody else can send.
-        assert!(!should_linger(4, 4, 4));
-        assert!(!should_linger(5, 4, 4));
+        assert!(!should_gather_more(4, 4, 4));
+        assert!(!should_gather_more(5, 4, 4));
         // A large group is committed at once.
-        assert!(!should_linger(GATHER_BELOW, 30, 64));
+        assert!(!should_gather_more(GATHER_BELOW, 30, 64));
         // No server counting clients (tools, tests): never.
-        assert!(!should_linger(2, 2, 0));
+        assert!(!should_gather_more(2, 2, 0));
     }
 }

@@ -1,0 +1,634 @@
+//! The resolver exporter (`parasol serve --export-dir DIR`): keeps every organization's effective
+//! block list (its domain list minus what its allow list covers) in the files a local DNS resolver
+//! reads, `DIR/org-<id>.rpz`, `.unbound.conf`, `.dnsmasq.conf` and `.hosts`, so that an appliance
+//! blocks what its domain lists hold without an operator exporting anything by hand.
+//!
+//! How it keeps them current without slowing the write path:
+//! - The store records which organizations' lists may have changed (`Store::take_list_changes`:
+//!   events that add names, deletes, allow-list edits, deleted organizations), in the same
+//!   transaction as the change. The exporter takes that set every `INTERVAL` (only when the
+//!   database changed at all: `Store::version` is a few microseconds), so any number of changes
+//!   in between cost one rewrite: a million-domain ingest rewrites the files a few times a second
+//!   at most, not a million times.
+//! - After a round of rewrites that took `d`, the next round starts no sooner than
+//!   `BUSY_SHARE * d` later: however large the lists, the exporter works at most a twentieth of
+//!   the time, and it does its file work on a thread of its own at the lower CPU priority of the bulk
+//!   threads (`bulk::lower_priority`), so requests and commits go first.
+//! - Each file is replaced whole (`files::replace`): a resolver reads the old list or the new one.
+//!   The directory is synced once a round, before the reload command runs.
+//! - The reload command (`--export-reload-cmd`) runs after each round that changed files, in a
+//!   child process the exporter does not wait for: never two at once; rewrites made while one
+//!   runs are followed by one more run when it ends.
+
+pub mod files;
+pub mod formats;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{oneshot, watch};
+
+pub use formats::Format;
+
+use crate::store::{Store, StoreError};
+
+/// What `--export-dir`, `--export-formats` and `--export-reload-cmd` ask for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportConfig {
+    pub dir: PathBuf,
+    pub formats: Vec<Format>,
+    /// Run by `/bin/sh -c` after each round of rewrites.
+    pub reload_cmd: Option<String>,
+}
+
+impl ExportConfig {
+    /// Every resolver format into `dir`, no reload command.
+    pub fn new(dir: impl Into<PathBuf>) -> ExportConfig {
+        ExportConfig {
+            dir: dir.into(),
+            formats: Format::RESOLVERS.to_vec(),
+            reload_cmd: None,
+        }
+    }
+}
+
+/// How often the exporter looks for changes. With a round's own time, this is how late a change
+/// reaches the files: well within a second for lists that take less than about 150 ms to write.
+pub const INTERVAL: Duration = Duration::from_millis(200);
+/// After a round of rewrites that took `d`, the next one starts no sooner than this many `d`
+/// later (see the module's comment). Measured with `parasol-bench --compare-exports`: at 4 (a
+/// fifth of the time), an ingest of new names rewriting a list of a hundred thousand names
+/// several times a second cost the ingest about 10% of its rate on a server held to one core;
+/// at 19 the exporter's share is bounded by 5%. Rounds under `INTERVAL / BUSY_SHARE` (lists of
+/// some ten thousand names) still run every `INTERVAL`.
+pub const BUSY_SHARE: u32 = 19;
+/// After a failed round (disk full, say), the next try waits this long.
+const RETRY: Duration = Duration::from_secs(2);
+/// A reload command still running after this long is killed.
+const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
+/// A failure of the reload command the same as the one before is logged again only after this
+/// long (a command that always fails would otherwise log several lines a second under load).
+const QUIET: Duration = Duration::from_secs(60);
+
+/// The running exporter: a task that finds changes and a thread that writes files.
+pub struct Exporter {
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Exporter {
+    /// Checks that the directory can be written (creating it if needed), turns on the store's
+    /// recording of list changes, and starts the exporter, whose first round writes every
+    /// organization's files and removes those of organizations that no longer exist.
+    pub fn start(store: Store, config: ExportConfig) -> Result<Exporter, String> {
+        let dir = &config.dir;
+        let shown = dir.display();
+        std::fs::create_dir_all(dir).map_err(|e| format!("--export-dir {shown}: {e}"))?;
+        let probe = dir.join(format!(".parasol-export-probe.tmp-{}", std::process::id()));
+        files::replace(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| format!("--export-dir {shown}: cannot write files there: {e}"))?;
+        let writer = FileWriter::start(dir.clone(), config.formats.clone())
+            .map_err(|e| format!("cannot start the exporter's thread: {e}"))?;
+        store.track_list_changes(true);
+        let names: Vec<&str> = config.formats.iter().map(|f| f.name()).collect();
+        log::info!(
+            "export: keeping the block lists in {shown} ({}){}",
+            names.join(", "),
+            match &config.reload_cmd {
+                Some(c) => format!(", then running {c:?}"),
+                None => String::new(),
+            }
+        );
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(run(store, config, writer, stopped));
+        Ok(Exporter { stop, task })
+    }
+
+    /// Stops after the round in progress, if any (a reload command still running is killed).
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
+/// The exporter's task: one round of rewrites now for everything, then one every `INTERVAL` (or
+/// later, see `BUSY_SHARE`) for what changed, until stopped.
+async fn run(
+    store: Store,
+    config: ExportConfig,
+    writer: FileWriter,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut rounds = Rounds {
+        store,
+        writer,
+        known: BTreeSet::new(),
+        pending: BTreeSet::new(),
+        version: None,
+        first: true,
+    };
+    let mut reloader = Reloader::new(config.reload_cmd.map(Arc::from));
+    let mut next = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
+            () = reloader.finished() => {
+                reloader.done();
+                continue;
+            }
+            () = tokio::time::sleep_until(next) => {}
+        }
+        let started = Instant::now();
+        let first = rounds.first;
+        match rounds.round().await {
+            Ok(written) => {
+                let took = started.elapsed();
+                if first {
+                    log::info!(
+                        "export: wrote the files of {written} organizations in {} ms",
+                        took.as_millis()
+                    );
+                } else if written > 0 {
+                    log::debug!(
+                        "export: rewrote the files of {written} organizations in {} ms",
+                        took.as_millis()
+                    );
+                }
+                if written > 0 || first {
+                    reloader.request();
+                }
+                next = tokio::time::Instant::now() + INTERVAL.max(took * BUSY_SHARE);
+            }
+            Err(e) => {
+                log::error!("export: {e}; trying again in {} s", RETRY.as_secs());
+                next = tokio::time::Instant::now() + RETRY;
+            }
+        }
+    }
+}
+
+/// The exporter's view of the organizations between rounds.
+struct Rounds {
+    store: Store,
+    writer: FileWriter,
+    /// Organizations whose files were written.
+    known: BTreeSet<i64>,
+    /// Organizations whose files are still to be written (or removed): a failed round's.
+    pending: BTreeSet<i64>,
+    /// `Store::version` when the changes were last taken.
+    version: Option<i64>,
+    /// The next round is the first: every organization's files are written and stray files
+    /// removed.
+    first: bool,
+}
+
+impl Rounds {
+    /// Writes the files of the organizations whose lists may have changed (and of new
+    /// organizations), removes those of deleted ones; returns how many organizations' files
+    /// were written or removed.
+    async fn round(&mut self) -> Result<usize, String> {
+        let version = self.store.version();
+        if !self.first && self.pending.is_empty() && version.is_some() && version == self.version {
+            return Ok(0);
+        }
+        // The version is read before the changes are taken: whatever commits after this point
+        // changes it again, and the next round takes it.
+        let changed = self
+            .store
+            .take_list_changes()
+            .await
+            .map_err(store_failure)?;
+        self.version = version;
+        self.pending.extend(changed);
+        let orgs: BTreeSet<i64> = self
+            .store
+            .list_organizations()
+            .await
+            .map_err(store_failure)?
+            .into_iter()
+            .map(|o| o.id)
+            .collect();
+        if self.first {
+            self.pending.extend(orgs.iter().copied());
+        }
+        // Created since the last round (their lists are empty, but a resolver configured for
+        // them needs the files), and deleted (the store records those too; this also covers an
+        // organization created and deleted between two rounds).
+        self.pending.extend(orgs.difference(&self.known).copied());
+        self.pending.extend(self.known.difference(&orgs).copied());
+        let mut done = 0;
+        let mut failure = None;
+        for org in std::mem::take(&mut self.pending) {
+            let result = if orgs.contains(&org) {
+                match self.store.effective_block_list(org).await {
+                    Ok((blocked, exceptions)) => self.writer.write(org, blocked, exceptions).await,
+                    Err(StoreError::NotFound) => self.writer.remove(org).await,
+                    Err(e) => Err(store_failure(e)),
+                }
+            } else {
+                self.writer.remove(org).await
+            };
+            match result {
+                Ok(()) => done += 1,
+                Err(e) => {
+                    self.pending.insert(org);
+                    failure.get_or_insert(format!("organization {org}: {e}"));
+                }
+            }
+        }
+        if self.first {
+            self.writer.sweep(orgs.clone()).await?;
+            self.first = false;
+        }
+        if done > 0 {
+            self.writer.sync().await?;
+        }
+        self.known = orgs;
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(done),
+        }
+    }
+}
+
+fn store_failure(e: StoreError) -> String {
+    format!("reading the lists: {e}")
+}
+
+// ------------------------------------------------------------------ the file thread
+
+/// What the file thread is asked to do.
+enum Job {
+    Write {
+        org: i64,
+        blocked: Vec<String>,
+        exceptions: Vec<String>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    Remove {
+        org: i64,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Removes every exported file of an organization not in `keep` or of a format not exported,
+    /// and temporary files left by a process that died.
+    Sweep {
+        keep: BTreeSet<i64>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Makes the round's renames durable.
+    Sync {
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+}
+
+/// The thread that renders and writes the files, at a lower CPU priority than the threads that
+/// answer requests and commit writes (rendering a large list takes a while; fsyncs wait for the
+/// disk). Requests go to it one at a time and the task waits for each.
+struct FileWriter {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl FileWriter {
+    fn start(dir: PathBuf, formats: Vec<Format>) -> std::io::Result<FileWriter> {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("parasol-export".into())
+            .spawn(move || {
+                crate::bulk::lower_priority();
+                let mut files = Files {
+                    dir,
+                    formats,
+                    serials: HashMap::new(),
+                };
+                while let Ok(job) = queue.recv() {
+                    files.run(job);
+                }
+            })?;
+        Ok(FileWriter { jobs })
+    }
+
+    async fn call(
+        &self,
+        job: impl FnOnce(oneshot::Sender<Result<(), String>>) -> Job,
+    ) -> Result<(), String> {
+        let (reply, answer) = oneshot::channel();
+        self.jobs
+            .send(job(reply))
+            .map_err(|_| "the exporter's thread stopped".to_string())?;
+        answer
+            .await
+            .map_err(|_| "the exporter's thread failed".to_string())?
+    }
+
+    async fn write(
+        &self,
+        org: i64,
+        blocked: Vec<String>,
+        exceptions: Vec<String>,
+    ) -> Result<(), String> {
+        self.call(|reply| Job::Write {
+            org,
+            blocked,
+            exceptions,
+            reply,
+        })
+        .await
+    }
+
+    async fn remove(&self, org: i64) -> Result<(), String> {
+        self.call(|reply| Job::Remove { org, reply }).await
+    }
+
+    async fn sweep(&self, keep: BTreeSet<i64>) -> Result<(), String> {
+        self.call(|reply| Job::Sweep { keep, reply }).await
+    }
+
+    async fn sync(&self) -> Result<(), String> {
+        self.call(|reply| Job::Sync { reply }).await
+    }
+}
+
+/// A list of more names than this is followed by `release_freed_memory` once written.
+const LARGE_LIST: usize = 100_000;
+
+/// Hands the memory of a large list, freed, back to the system: glibc keeps freed small blocks
+/// (a million names are a million of them) in its arenas, where they would otherwise set the
+/// server's resident size from then on.
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory to the system.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// The file thread's state.
+struct Files {
+    dir: PathBuf,
+    formats: Vec<Format>,
+    /// The RPZ serial last written for each organization (read from its file when first needed,
+    /// so that serials keep increasing across restarts).
+    serials: HashMap<i64, u32>,
+}
+
+impl Files {
+    fn run(&mut self, job: Job) {
+        match job {
+            Job::Write {
+                org,
+                blocked,
+                exceptions,
+                reply,
+            } => {
+                let large = blocked.len() > LARGE_LIST;
+                let _ = reply.send(self.write(org, &blocked, &exceptions));
+                drop((blocked, exceptions));
+                if large {
+                    release_freed_memory();
+                }
+            }
+            Job::Remove { org, reply } => {
+                let _ = reply.send(self.remove(org));
+            }
+            Job::Sweep { keep, reply } => {
+                let _ = reply.send(self.sweep(&keep));
+            }
+            Job::Sync { reply } => {
+                let _ =
+                    reply.send(files::sync_dir(&self.dir).map_err(|e| self.failed(&self.dir, e)));
+            }
+        }
+    }
+
+    fn failed(&self, path: &Path, e: std::io::Error) -> String {
+        format!("{}: {e}", path.display())
+    }
+
+    fn write(&mut self, org: i64, blocked: &[String], exceptions: &[String]) -> Result<(), String> {
+        for format in self.formats.clone() {
+            let path = self.dir.join(format.file_name(org));
+            let serial = match format {
+                Format::Rpz => {
+                    let previous = self.serials.get(&org).copied().or_else(|| {
+                        std::fs::read_to_string(&path)
+                            .ok()
+                            .and_then(|t| formats::rpz_serial(&t))
+                    });
+                    formats::next_serial(previous, crate::timefmt::now())
+                }
+                _ => 0,
+            };
+            files::replace_with(&path, |w| {
+                formats::render(format, org, blocked, exceptions, serial, w)
+            })
+            .map_err(|e| self.failed(&path, e))?;
+            if format == Format::Rpz {
+                self.serials.insert(org, serial);
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every exported file of the organization, in any format (a format dropped from
+    /// `--export-formats` included).
+    fn remove(&mut self, org: i64) -> Result<(), String> {
+        self.serials.remove(&org);
+        for format in Format::RESOLVERS {
+            let path = self.dir.join(format.file_name(org));
+            files::remove(&path).map_err(|e| self.failed(&path, e))?;
+        }
+        Ok(())
+    }
+
+    /// A file that looks exported but would not be written now is stale: a resolver reading it
+    /// would go on blocking a list that no longer exists. It is removed.
+    fn sweep(&mut self, keep: &BTreeSet<i64>) -> Result<(), String> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| self.failed(&self.dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| self.failed(&self.dir, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let stale = if files::is_temporary(&name) {
+                name.starts_with(".org-") || name.starts_with(".parasol-export-probe")
+            } else {
+                match Format::of_file_name(&name) {
+                    Some((org, format)) => !keep.contains(&org) || !self.formats.contains(&format),
+                    None => false,
+                }
+            };
+            if stale {
+                let path = entry.path();
+                files::remove(&path).map_err(|e| self.failed(&path, e))?;
+                log::info!("export: removed stale file {}", path.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------ the reload command
+
+/// Runs the reload command when asked, never two at once: a request while one runs is served by
+/// one more run after it.
+struct Reloader {
+    cmd: Option<Arc<str>>,
+    running: Option<tokio::task::JoinHandle<Option<String>>>,
+    wanted: bool,
+    /// The last failure and when it was last logged, with how many times it was not.
+    last_failure: Option<(String, Instant, u64)>,
+}
+
+impl Reloader {
+    fn new(cmd: Option<Arc<str>>) -> Reloader {
+        Reloader {
+            cmd,
+            running: None,
+            wanted: false,
+            last_failure: None,
+        }
+    }
+
+    fn request(&mut self) {
+        if self.cmd.is_some() {
+            self.wanted = true;
+            self.kick();
+        }
+    }
+
+    fn kick(&mut self) {
+        if let (None, true, Some(cmd)) = (&self.running, self.wanted, &self.cmd) {
+            self.wanted = false;
+            self.running = Some(tokio::spawn(reload(cmd.clone())));
+        }
+    }
+
+    /// Resolves when the running command has ended (never, if none runs).
+    async fn finished(&mut self) {
+        match &mut self.running {
+            Some(handle) => {
+                let failure = handle.await.ok().flatten();
+                self.report(failure);
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// After `finished`: runs the command again if asked meanwhile.
+    fn done(&mut self) {
+        self.running = None;
+        self.kick();
+    }
+
+    fn report(&mut self, failure: Option<String>) {
+        let Some(f) = failure else {
+            if let Some((_, _, n)) = self.last_failure.take() {
+                if n > 0 {
+                    log::warn!("export: the reload command failed {n} more times, then succeeded");
+                }
+            }
+            return;
+        };
+        match &mut self.last_failure {
+            Some((last, at, n)) if *last == f && at.elapsed() < QUIET => *n += 1,
+            other => {
+                let more = match other {
+                    Some((_, _, n)) if *n > 0 => format!(" (and {n} times the same before)"),
+                    _ => String::new(),
+                };
+                log::warn!("export: {f}{more}");
+                *other = Some((f, Instant::now(), 0));
+            }
+        }
+    }
+}
+
+impl Drop for Reloader {
+    fn drop(&mut self) {
+        // The command's child process is killed with its task.
+        if let Some(h) = self.running.take() {
+            h.abort();
+        }
+    }
+}
+
+/// Kills a reload command's whole process group when dropped before the command ended (the
+/// server stopping, or the command running too long): `sh -c` may have started other processes,
+/// which would otherwise live on.
+struct Group(Option<u32>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.and_then(|p| i32::try_from(p).ok()) {
+            // SAFETY: sends a signal to the process group this exporter started (its leader's
+            // pid is the group's id); no memory is passed.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Runs the reload command once; returns what went wrong, if anything.
+async fn reload(cmd: Arc<str>) -> Option<String> {
+    let started = Instant::now();
+    let child = tokio::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(&*cmd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        // A group of its own, so that all of it can be killed (see `Group`).
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => return Some(format!("cannot run the reload command {cmd:?}: {e}")),
+    };
+    let mut group = Group(child.id());
+    let outcome = tokio::time::timeout(RELOAD_TIMEOUT, child.wait_with_output()).await;
+    if let Ok(Ok(_)) = &outcome {
+        // Ended: its group id may be reused from now on.
+        group.0 = None;
+    }
+    match outcome {
+        Err(_) => Some(format!(
+            "the reload command {cmd:?} still ran after {} s and was killed",
+            RELOAD_TIMEOUT.as_secs()
+        )),
+        Ok(Err(e)) => Some(format!("the reload command {cmd:?}: {e}")),
+        Ok(Ok(out)) if out.status.success() => {
+            log::debug!(
+                "export: the reload command took {} ms",
+                started.elapsed().as_millis()
+            );
+            None
+        }
+        Ok(Ok(out)) => {
+            let status = match out.status.code() {
+                Some(c) => format!("exit status {c}"),
+                None => format!("{}", out.status),
+            };
+            let said = String::from_utf8_lossy(if out.stderr.is_empty() {
+                &out.stdout
+            } else {
+                &out.stderr
+            })
+            .trim()
+            .chars()
+            .take(500)
+            .collect::<String>();
+            Some(format!(
+                "the reload command {cmd:?} failed ({status}){}",
+                if said.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {said}")
+                }
+            ))
+        }
+    }
+}
