@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The operators' list and delete commands, run as the real binary beside a running server: each
 //! list prints what the management interface lists, each delete prints what it deleted, and a
 //! missing object is worded the same way ("no site 5") by every command.

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The resolver exporter (`parasol serve --export-dir`) against the real server: the files follow
 //! every kind of change, stale files go, serials keep increasing across restarts, rewrites are
 //! coalesced, and the reload command runs after rewrites without ever blocking the server or

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! What operators and integrators reach for, against the real server: the health paths, the
 //! OpenAPI document, `X-Request-Id` on every answer (equal to the management errors' `txId`),
 //! the metrics (well-formed, and moving with traffic), `--metrics-listen`, and the access log

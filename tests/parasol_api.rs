@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Parasol's own endpoints (`/parasol/v1/organizations/{id}/...`): the decision on a name and the
 //! allow list, over HTTPS with the management interface's credentials, scopes and error shape.
 

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use argh::FromArgs;
+use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use crate::store::transfer::{self, Progress};
@@ -14,7 +14,7 @@ use crate::store::transfer::{self, Progress};
 /// Copy a data directory's SQLite database into an empty PostgreSQL database and verify the copy
 /// (rows and a checksum per table); run again after an interruption, it starts over (an
 /// interrupted copy leaves nothing) or, if the copy was finished, verifies it again.
-#[derive(FromArgs, Debug)]
+#[derive(FromArgs, ArgsInfo, Debug)]
 #[argh(subcommand, name = "migrate")]
 pub struct MigrateCmd {
     /// the appliance's data directory (holding parasol.db; read only, from one snapshot: stop

@@ -341,6 +341,7 @@ impl Store {
     pub fn metrics(&self) -> &StoreMetrics {
         match &self.engine {
             Engine::Sqlite(s) => s.metrics(),
+            Engine::Postgres(p) => p.metrics(),
         }
     }
 
@@ -348,6 +349,7 @@ impl Store {
     pub fn storage_stats(&self) -> StorageStats {
         match &self.engine {
             Engine::Sqlite(s) => s.storage_stats(),
+            Engine::Postgres(p) => p.storage_stats(),
         }
     }
 

@@ -349,6 +349,11 @@ struct Inner {
     writes: AtomicU64,
     health: Health,
     track_list_changes: AtomicBool,
+    /// Each write is its own transaction here (PostgreSQL groups commits itself), so a group is
+    /// always one write; transaction and commit times are measured from this node.
+    metrics: crate::store::StoreMetrics,
+    /// `pg_database_size`, refreshed by `refresh_database_size` (0: not read yet).
+    database_bytes: AtomicU64,
 }
 
 impl Postgres {
@@ -380,6 +385,8 @@ impl Postgres {
                 writes: AtomicU64::new(0),
                 health: Health::default(),
                 track_list_changes: AtomicBool::new(false),
+                metrics: Default::default(),
+                database_bytes: AtomicU64::new(0),
             }),
         };
         let db = pg.db().await?;
@@ -402,6 +409,24 @@ impl Postgres {
 
     pub fn write_count(&self) -> u64 {
         self.inner.writes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn note_database_size(&self, bytes: u64) {
+        self.inner.database_bytes.store(bytes, Ordering::Relaxed);
+    }
+
+    pub fn metrics(&self) -> &crate::store::StoreMetrics {
+        &self.inner.metrics
+    }
+
+    /// The database's size as PostgreSQL reports it, from the last time the background purge
+    /// step read it; the file system's room is the database server's business, not this node's.
+    pub fn storage_stats(&self) -> crate::store::StorageStats {
+        let bytes = self.inner.database_bytes.load(Ordering::Relaxed);
+        crate::store::StorageStats {
+            database_bytes: (bytes > 0).then_some(bytes),
+            ..Default::default()
+        }
     }
 
     pub fn health(&self) -> StorageHealth {
@@ -438,20 +463,28 @@ impl Postgres {
         let pg = self.clone();
         let r = tokio::spawn(async move {
             let db = pg.db().await?;
+            let started = std::time::Instant::now();
             db.batch("BEGIN").await?;
             let r = f(&db).await;
             pg.inner.writes.fetch_add(1, Ordering::Relaxed);
-            match r {
+            let m = &pg.inner.metrics;
+            let r = match r {
                 Ok(v) => {
-                    db.batch("COMMIT").await?;
+                    let committing = std::time::Instant::now();
+                    let c = db.batch("COMMIT").await;
+                    m.commit.observe(nanos(committing.elapsed()));
+                    c?;
                     pg.inner.commits.fetch_add(1, Ordering::Relaxed);
+                    m.group_size.observe(1);
                     Ok(v)
                 }
                 Err(e) => {
                     db.rollback().await;
                     Err(e)
                 }
-            }
+            };
+            m.transaction.observe(nanos(started.elapsed()));
+            r
         })
         .await
         .unwrap_or_else(|e| Err(StoreError::Internal(format!("a database task failed: {e}"))));
@@ -652,4 +685,9 @@ mod tests {
         assert_eq!(e.retry_after(), Some(1));
         assert!(e.is_unavailable());
     }
+}
+
+/// A duration in nanoseconds, for the store's histograms.
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

@@ -904,6 +904,22 @@ impl Postgres {
         }
     }
 
+    /// Reads the database's size for `storage_stats` (which cannot wait for the database).
+    async fn refresh_database_size(&self) -> Result<()> {
+        let bytes: i64 = self
+            .read(|db| {
+                Box::pin(async move {
+                    Ok(db
+                        .one("SELECT pg_database_size(current_database())", &[])
+                        .await?
+                        .get(0))
+                })
+            })
+            .await?;
+        self.note_database_size(u64::try_from(bytes).unwrap_or(0));
+        Ok(())
+    }
+
     /// Folds the paging counts' delta rows into one count per block, if any are waiting (one
     /// node at a time; the others skip).
     async fn fold_counts(&self) -> Result<()> {
@@ -1180,7 +1196,34 @@ impl Backend for Postgres {
         Ok(n > 0)
     }
 
+    async fn domain_counts(&self, limit: i64) -> Result<(i64, Vec<(i64, i64)>)> {
+        self.snapshot(move |db| {
+            Box::pin(async move {
+                let total: i64 = db
+                    .one("SELECT count(*) FROM organizations", &[])
+                    .await?
+                    .get(0);
+                // Every live entry is counted once at level 0: a block's row plus its deltas.
+                let rows = db
+                    .rows(
+                        "SELECT o.id,
+                                (coalesce((SELECT sum(count) FROM domain_counts
+                                            WHERE organization_id = o.id AND level = 0), 0)
+                               + coalesce((SELECT sum(count) FROM domain_count_deltas
+                                            WHERE organization_id = o.id AND level = 0), 0)
+                                )::bigint
+                           FROM organizations o ORDER BY o.id LIMIT $1",
+                        &[&limit],
+                    )
+                    .await?;
+                Ok((total, rows.iter().map(|r| (r.get(0), r.get(1))).collect()))
+            })
+        })
+        .await
+    }
+
     async fn purge_step(&self) -> Result<Option<PurgeStep>> {
+        self.refresh_database_size().await?;
         self.fold_counts().await?;
         let pending = self
             .read(|db| {
