@@ -486,8 +486,8 @@ fn version_closed_pipes_and_clear_refusals() {
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     drop(read);
     let out = std::process::Command::new(bin)
-        .args(["key", "list", "--org", &org, "--data-dir"])
-        .arg(dir.path())
+        .args(["key", "list", "--org", &org])
+        .args(store_args(dir.path()))
         .stdout(std::process::Stdio::from(write))
         .output()
         .unwrap();

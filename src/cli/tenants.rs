@@ -682,20 +682,24 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
                 Ok(json!({ "apiKey": k, "apiSecret": secret, "scope": scope, "label": a.label }))
             })
         }
-        CredentialAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
-            let list = store.list_credentials().await.map_err(|e| e.to_string())?;
-            serde_json::to_value(list).map_err(|e| e.to_string())
-        }),
-        CredentialAction::Revoke(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
-            if store
-                .revoke_credential(a.key.clone(), now())
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                Ok(json!({ "apiKey": a.key, "revoked": true }))
-            } else {
-                Err(no("live credential", &a.key))
-            }
-        }),
+        CredentialAction::List(a) => {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                let list = store.list_credentials().await.map_err(|e| e.to_string())?;
+                serde_json::to_value(list).map_err(|e| e.to_string())
+            })
+        }
+        CredentialAction::Revoke(a) => {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                if store
+                    .revoke_credential(a.key.clone(), now())
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    Ok(json!({ "apiKey": a.key, "revoked": true }))
+                } else {
+                    Err(no("live credential", &a.key))
+                }
+            })
+        }
     }
 }

@@ -88,11 +88,10 @@ pub fn url_with_database(admin: &str, name: &str) -> String {
 }
 
 fn database_name(dir: &Path) -> String {
-    let leaf = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let clean: String = leaf
+    // The whole path counts: two tests may each use a directory named `data` in their own
+    // temporary directory.
+    let clean: String = dir
+        .to_string_lossy()
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -102,7 +101,7 @@ fn database_name(dir: &Path) -> String {
             }
         })
         .collect();
-    format!("t_{}", &clean[clean.len().saturating_sub(50)..])
+    format!("t_{}", &clean[clean.len().saturating_sub(60)..])
 }
 
 static DATABASES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());

@@ -391,6 +391,11 @@ impl Postgres {
         };
         let db = pg.db().await?;
         migrate::migrate(&db, role == OpenRole::Server, &parsed.redacted).await?;
+        let bytes: i64 = db
+            .one("SELECT pg_database_size(current_database())", &[])
+            .await?
+            .get(0);
+        pg.note_database_size(u64::try_from(bytes).unwrap_or(0));
         Ok(pg)
     }
 

@@ -866,7 +866,13 @@ impl Postgres {
                 return Err(e);
             }
         }
-        match db.client().batch_execute("COMMIT").await {
+        let committing = Instant::now();
+        let committed = db.client().batch_execute("COMMIT").await;
+        self.inner
+            .metrics
+            .commit
+            .observe(super::nanos(committing.elapsed()));
+        match committed {
             Ok(()) => Ok(Try::Done(Ingested::Stored { added })),
             Err(e) => {
                 let e = classify(e);
@@ -1101,12 +1107,17 @@ impl Backend for Postgres {
                 pg.inner
                     .writes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                match pg.ingest_once(&request, &names, &batch_id).await? {
+                let started = Instant::now();
+                let outcome = pg.ingest_once(&request, &names, &batch_id).await;
+                let m = &pg.inner.metrics;
+                m.transaction.observe(super::nanos(started.elapsed()));
+                match outcome? {
                     Try::Done(outcome) => {
                         if matches!(outcome, Ingested::Stored { .. }) {
                             pg.inner
                                 .commits
                                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            m.group_size.observe(1);
                         }
                         return Ok(outcome);
                     }
