@@ -637,6 +637,11 @@ impl Db {
     }
 }
 
+/// A duration in nanoseconds, for the store's histograms.
+fn nanos(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -690,9 +695,4 @@ mod tests {
         assert_eq!(e.retry_after(), Some(1));
         assert!(e.is_unavailable());
     }
-}
-
-/// A duration in nanoseconds, for the store's histograms.
-fn nanos(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
