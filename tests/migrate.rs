@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `parasol migrate`: an appliance's SQLite data directory copied into an empty PostgreSQL
 //! database and verified, served the same by a node on it afterwards (the same records, pages
 //! and ids, and no id given twice); run again, it verifies; interrupted, it leaves the database

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! PostgreSQL restarted under concurrent ingest: every request answered 202 is stored whole,
 //! every other one (503 with Retry-After while the database is away) not at all, and the node
 //! takes requests again by itself once the database is back. A test binary of its own, since it

@@ -1,3 +1,4 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Two Parasol nodes on one PostgreSQL database behave as one server: what one node stores the
 //! other serves at once; ids, paging links, deletes by id and by name, conflicts and derived
 //! fields hold under concurrent requests to both; `--demo` is made once whichever node starts
