@@ -71,7 +71,11 @@ impl Default for Limits {
 /// Everything `server::run` needs.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
+    /// The certificate, the lock and the demo credentials; the SQLite database too unless
+    /// `database` names a PostgreSQL one.
     pub data_dir: PathBuf,
+    /// A PostgreSQL database URL (`--database`): the store runs there, shared with other nodes.
+    pub database: Option<String>,
     pub tls: TlsSource,
     /// Base of the absolute URLs in `meta.next`/`meta.prev`, e.g. `https://parasol.lab:8443`.
     pub public_url: Option<String>,
@@ -96,6 +100,7 @@ impl ServerConfig {
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
         ServerConfig {
             data_dir: data_dir.into(),
+            database: None,
             tls: TlsSource::SelfSigned,
             public_url: None,
             reputation: None,

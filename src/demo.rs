@@ -78,7 +78,14 @@ pub async fn ensure(
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?
         }
         None => {
-            log::warn!("--demo: the data directory already holds tenants; no demo world was made");
+            // On a database shared by several nodes, the node that made the world wrote the
+            // credentials into its own data directory; the secrets are stored only hashed, so
+            // this node cannot print them (copy that file here to have them printed).
+            log::warn!(
+                "--demo: the database already holds tenants and {} has no demo credentials; no \
+                 demo world was made (on a shared database, the node that made it holds them)",
+                path.display()
+            );
             return Ok(None);
         }
     };

@@ -66,9 +66,17 @@ pub async fn run(
     // 0.0.0.0 or :: (see `netinfo::advertised`).
     let url = format!("{scheme}://{}", crate::netinfo::advertised(local_addr));
 
-    let db_path = config.db_path();
-    let store = Store::open_sqlite(&db_path, crate::store::sqlite::Role::Server)
-        .map_err(|e| format!("{}: {e}", db_path.display()))?;
+    let store = Store::open_configured(
+        &config.data_dir,
+        config.database.as_deref(),
+        crate::store::OpenRole::Server,
+    )
+    .await
+    .map_err(|e| match &config.database {
+        Some(url) => format!("{}: {e}", crate::store::postgres::redact(url)),
+        None => format!("{}: {e}", config.db_path().display()),
+    })?;
+    log::info!("storage: {}", store.describe());
     if config.demo {
         let base = config.public_url.clone().unwrap_or_else(|| url.clone());
         if let Some(creds) = crate::demo::ensure(&store, &config.data_dir, &base).await? {

@@ -594,6 +594,9 @@ async fn a_refusal_by_route_reaches_a_client_that_sends_its_whole_body_first() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn random_requests_get_answers_and_never_a_panic() {
+    if skip_on_postgres("checks what is stored by reading the SQLite file") {
+        return;
+    }
     panics();
     let s = TestServer::start().await;
     let w = s.world();

@@ -62,6 +62,9 @@ fn msp_customers(w: &World) -> String {
 
 #[tokio::test]
 async fn authentication_is_basic_with_issued_credentials() {
+    if skip_on_postgres("checks what is stored by reading the SQLite file") {
+        return;
+    }
     let s = TestServer::start().await;
     let w = s.world();
     let path = format!("/v1/serviceproviders/{}", w.sp);
@@ -296,6 +299,9 @@ async fn customer_create_read_list_with_exact_fields() {
 
 #[tokio::test]
 async fn a_customer_is_an_organization_with_a_default_site_and_a_customer_key() {
+    if skip_on_postgres("checks what is stored by reading the SQLite file") {
+        return;
+    }
     let s = TestServer::start().await;
     let w = s.world();
     // decisions.md: both kinds of customer (of a service provider, of an MSP).
@@ -368,6 +374,9 @@ async fn a_customer_is_an_organization_with_a_default_site_and_a_customer_key() 
 
 #[tokio::test]
 async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
+    if skip_on_postgres("checks what is stored by reading the SQLite file") {
+        return;
+    }
     let s = TestServer::start().await;
     let w = s.world();
     let c = s
@@ -491,6 +500,9 @@ async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
 
 #[tokio::test]
 async fn customer_update_is_a_full_replacement() {
+    if skip_on_postgres("checks what is stored by reading the SQLite file") {
+        return;
+    }
     let s = TestServer::start().await;
     let w = s.world();
     let mut full = customer("Before");
@@ -741,6 +753,9 @@ async fn lists_page_by_id() {
 
 #[tokio::test]
 async fn msp_customers_crud_with_exact_fields() {
+    if skip_on_postgres("checks what is stored by reading the SQLite file") {
+        return;
+    }
     let s = TestServer::start().await;
     let w = s.world();
     let path = msp_customers(&w);
@@ -842,6 +857,9 @@ async fn msp_customers_crud_with_exact_fields() {
 /// something that does not exist.
 #[tokio::test]
 async fn scopes_answer_404_outside_their_reach() {
+    if skip_on_postgres("checks what is stored by reading the SQLite file") {
+        return;
+    }
     let s = TestServer::start().await;
     let w = s.world();
     // A second provider and MSP, each with a customer.

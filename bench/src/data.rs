@@ -98,6 +98,17 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
     world
 }
 
+/// `prepare` for a server on PostgreSQL (the database at `url`, its schema created here): the
+/// organizations and the hot names, no big list.
+pub async fn prepare_postgres(url: &str) -> Result<World, String> {
+    let store = Store::open_postgres(url, parasol::store::OpenRole::Server)
+        .await
+        .map_err(|e| e.to_string())?;
+    let world = preload(&store, 0).await;
+    store.close();
+    world
+}
+
 async fn preload(store: &Store, list_domains: u64) -> Result<World, String> {
     let now = parasol::timefmt::now();
     let e = |e: parasol::store::StoreError| e.to_string();

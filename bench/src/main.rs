@@ -7,6 +7,7 @@ mod data;
 mod exports;
 mod hostile;
 mod load;
+mod postgres;
 mod run;
 
 use std::path::PathBuf;
@@ -72,6 +73,11 @@ pub struct BenchArgs {
     /// target/release/parasol)
     #[argh(option)]
     pub server_binary: Option<PathBuf>,
+    /// run the server on PostgreSQL instead: a URL (postgres://USER:PASS@HOST:PORT/DB) of a role
+    /// that may create databases; measures ingest and single events against a plain
+    /// tokio-postgres loop, and two nodes on one database against one
+    #[argh(option)]
+    pub database: Option<String>,
     /// instead of the benchmark: hostile load (stalled 1 MiB uploads, amplification bodies) beside
     /// a normal client; prints the server's peak and after-load RSS and the client's service
     #[argh(switch)]
@@ -176,6 +182,7 @@ fn run_args(args: BenchArgs) -> i32 {
             .only
             .as_ref()
             .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
+        database: args.database.clone(),
         serve_args: args.serve_arg.clone(),
         ..base
     };

@@ -45,6 +45,9 @@ pub struct Options {
     /// Run only these workloads (ingest, single, list, readers, delete, management); the
     /// baselines always run.
     pub only: Option<Vec<String>>,
+    /// Run the server on PostgreSQL (`crate::postgres`): a URL of a role that may create
+    /// databases.
+    pub database: Option<String>,
     /// More arguments for `parasol serve`.
     pub serve_args: Vec<String>,
 }
@@ -64,6 +67,7 @@ impl Options {
             pin: true,
             keep: false,
             only: None,
+            database: None,
             exports: false,
             serve_args: Vec::new(),
         }
@@ -193,6 +197,10 @@ impl ChildProc {
             .parse()
             .map_err(|e| format!("address {found:?}: {e}"))?;
         Ok((ChildProc { child, addr, log }, elapsed))
+    }
+
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -363,7 +371,7 @@ pub(crate) fn against(
     (format!("{shown:.decimals$}"), verdict(met))
 }
 
-fn fmt_rate(v: f64) -> String {
+pub(crate) fn fmt_rate(v: f64) -> String {
     if v >= 100_000.0 {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 10_000.0 {
@@ -373,7 +381,7 @@ fn fmt_rate(v: f64) -> String {
     }
 }
 
-fn fmt_ms(v: f64) -> String {
+pub(crate) fn fmt_ms(v: f64) -> String {
     if v.is_nan() {
         "-".into()
     } else if v < 10.0 {
@@ -499,6 +507,9 @@ pub fn run(opts: Options) -> Result<(), String> {
     let ncores = cores();
     let pinned = opts.pin && ncores >= 2 && pin_current_thread(CLIENT_CPU);
     let server_cpu = pinned.then_some(SERVER_CPU);
+    if let Some(url) = &opts.database {
+        return crate::postgres::run(&opts, url, server_cpu, pinned, ncores);
+    }
     let dir = std::env::temp_dir().join(format!("parasol-bench-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{dir:?}: {e}"))?;
     let result = run_in(&opts, &dir, ncores, pinned, server_cpu);

@@ -15,6 +15,10 @@ pub struct BackupCmd {
     /// data directory holding parasol.db (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database: refused, PostgreSQL's own tools back it up (pg_dump, base backups
+    /// with WAL archiving)
+    #[argh(option)]
+    pub database: Option<String>,
     /// file to write: one self-contained SQLite file, mode 0600, replaced atomically
     #[argh(option)]
     pub output: PathBuf,
@@ -27,13 +31,32 @@ pub struct RestoreCmd {
     /// data directory to restore into (default ./parasol-data; created if missing)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database: refused, PostgreSQL's own tools back it up (pg_dump, base backups
+    /// with WAL archiving)
+    #[argh(option)]
+    pub database: Option<String>,
     /// backup to restore; checked first; the replaced database is kept as
     /// parasol.db.pre-restore-<unix time>
     #[argh(option)]
     pub input: PathBuf,
 }
 
+/// A PostgreSQL database is backed up and restored with PostgreSQL's own tools, which know its
+/// replication and point-in-time recovery; Parasol's commands copy the SQLite file.
+fn refuse_postgres(database: &Option<String>, what: &str) -> Result<(), String> {
+    match database {
+        Some(url) => Err(format!(
+            "{}: parasol {what} is for the SQLite database of a data directory; back up and \
+             restore PostgreSQL with its own tools (pg_dump/pg_restore, or base backups with WAL \
+             archiving)",
+            crate::store::postgres::redact(url)
+        )),
+        None => Ok(()),
+    }
+}
+
 pub fn backup(c: BackupCmd) -> Result<Value, String> {
+    refuse_postgres(&c.database, "backup")?;
     let db = c.data_dir.join("parasol.db");
     let started = std::time::Instant::now();
     let info = crate::store::sqlite::backup::backup(&db, &c.output)?;
@@ -47,6 +70,7 @@ pub fn backup(c: BackupCmd) -> Result<Value, String> {
 }
 
 pub fn restore(c: RestoreCmd) -> Result<Value, String> {
+    refuse_postgres(&c.database, "restore")?;
     // Held until the restore is done: no server can start on the directory meanwhile.
     let lock = crate::datadir::lock(&c.data_dir).map_err(|e| e.to_string())?;
     let db = c.data_dir.join("parasol.db");

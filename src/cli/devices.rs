@@ -42,6 +42,10 @@ pub struct NetworkRegister {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -89,6 +93,10 @@ pub struct RoamingDelete {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -104,6 +112,10 @@ pub struct RoamingRegister {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -167,6 +179,10 @@ pub struct VaRegister {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -256,7 +272,7 @@ pub fn network(cmd: NetworkCmd) -> Result<Value, String> {
     let a = match cmd.action {
         NetworkAction::Register(a) => a,
         NetworkAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 require_org(store, a.org).await?;
                 printed(all_pages(|limit, offset| store.list_networks(a.org, limit, offset)).await?)
             })
@@ -276,7 +292,7 @@ pub fn network(cmd: NetworkCmd) -> Result<Value, String> {
         "status": a.status,
     }));
     let n = network_input(&input).map_err(flag_message)?;
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let rec = store
             .register_network(a.org, n, now())
             .await
@@ -289,7 +305,7 @@ pub fn roaming(cmd: RoamingCmd) -> Result<Value, String> {
     let a = match cmd.action {
         RoamingAction::Register(a) => a,
         RoamingAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 require_org(store, a.org).await?;
                 printed(
                     all_pages(|limit, offset| {
@@ -300,7 +316,7 @@ pub fn roaming(cmd: RoamingCmd) -> Result<Value, String> {
             })
         }
         RoamingAction::Delete(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 require_org(store, a.org).await?;
                 let rec = store
                     .delete_roaming_computer(a.org, a.device_id.clone())
@@ -332,7 +348,7 @@ pub fn roaming(cmd: RoamingCmd) -> Result<Value, String> {
         "--device-id {}: organization {} already has that device",
         r.device_id, a.org
     );
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let rec = store
             .register_roaming_computer(a.org, r)
             .await
@@ -348,7 +364,7 @@ pub fn va(cmd: VaCmd) -> Result<Value, String> {
     let a = match cmd.action {
         VaAction::Register(a) => a,
         VaAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 require_org(store, a.org).await?;
                 printed(
                     all_pages(|limit, offset| store.list_appliances(a.org, limit, offset)).await?,
@@ -376,7 +392,7 @@ pub fn va(cmd: VaCmd) -> Result<Value, String> {
         .last_sync_time
         .clone()
         .unwrap_or_else(|| crate::timefmt::rfc3339(now()));
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let site = match a.site_id {
             Some(s) => s,
             None => store

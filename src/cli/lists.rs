@@ -35,6 +35,10 @@ pub struct AllowEdit {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -50,6 +54,10 @@ pub struct AllowRemove {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -65,6 +73,10 @@ pub struct AllowList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -95,6 +107,10 @@ pub struct Export {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -114,6 +130,10 @@ pub struct Check {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -130,7 +150,7 @@ pub fn allow(cmd: AllowCmd) -> Result<Value, String> {
     match cmd.action {
         AllowAction::Add(a) => {
             let name = name_arg(&a.name)?;
-            with_store(&a.data_dir, async |store| {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 let added = store
                     .allow_add(a.org, name.clone(), now())
                     .await
@@ -140,7 +160,7 @@ pub fn allow(cmd: AllowCmd) -> Result<Value, String> {
         }
         AllowAction::Remove(a) => {
             let name = name_arg(&a.name)?;
-            with_store(&a.data_dir, async |store| {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 let removed = store
                     .allow_remove(a.org, name.clone())
                     .await
@@ -148,7 +168,7 @@ pub fn allow(cmd: AllowCmd) -> Result<Value, String> {
                 Ok(json!({"org": a.org, "name": name, "removed": removed}))
             })
         }
-        AllowAction::List(a) => with_store(&a.data_dir, async |store| {
+        AllowAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let names = store
                 .allow_list(a.org)
                 .await
@@ -162,7 +182,7 @@ pub fn blocklist(cmd: BlocklistCmd) -> Result<Value, String> {
     match cmd.action {
         BlocklistAction::Check(a) => {
             let name = name_arg(&a.name)?;
-            with_store(&a.data_dir, async |store| {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 let v = store
                     .verdict(a.org, name)
                     .await
@@ -182,7 +202,7 @@ fn export(a: Export) -> Result<Value, String> {
         )
     })?;
     // The domain list and the allow list come from the same snapshot.
-    let (blocked, exceptions) = with_store(&a.data_dir, async |store| {
+    let (blocked, exceptions) = with_store(&a.data_dir, a.database.as_deref(), async |store| {
         store
             .effective_block_list(a.org)
             .await

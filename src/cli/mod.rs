@@ -7,6 +7,7 @@ mod completions;
 mod devices;
 mod init;
 mod lists;
+mod migrate;
 mod org_resources;
 mod serve;
 mod tenants;
@@ -16,8 +17,7 @@ use std::path::{Path, PathBuf};
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
-use crate::store::sqlite::Role;
-use crate::store::{Store, StoreError};
+use crate::store::{OpenRole, Store, StoreError};
 
 /// Parasol: on-premises enforcement and management interfaces of a DNS-security service.
 #[derive(FromArgs, ArgsInfo, Debug)]
@@ -51,6 +51,7 @@ pub enum Command {
     Va(devices::VaCmd),
     Backup(backup::BackupCmd),
     Restore(backup::RestoreCmd),
+    Migrate(migrate::MigrateCmd),
 }
 
 /// Data directory option shared by the provisioning commands.
@@ -95,6 +96,7 @@ pub fn main(cli: Cli) -> i32 {
         Command::Va(c) => devices::va(c),
         Command::Backup(c) => backup::backup(c),
         Command::Restore(c) => backup::restore(c),
+        Command::Migrate(c) => migrate::migrate(c),
     };
     print_result(result)
 }
@@ -126,25 +128,35 @@ pub(crate) fn print_text(text: &str) -> i32 {
     }
 }
 
-/// Runs `f` with the store of the data directory's database, on a small runtime of its own. The
-/// database must exist: only `parasol serve` creates one, so that a mistyped `--data-dir` is an
-/// error rather than a fresh empty database.
+/// Runs `f` with the store the command names, on a small runtime of its own: the PostgreSQL
+/// database at `database` when given, else the data directory's SQLite database. The database
+/// (or its schema) must exist: only `parasol serve` and `parasol init` create one, so that a
+/// mistyped `--data-dir` or `--database` is an error rather than a fresh empty database. Errors
+/// name a PostgreSQL database by its URL without the password.
 pub(crate) fn with_store<T>(
     data_dir: &Path,
+    database: Option<&str>,
     f: impl AsyncFnOnce(&Store) -> Result<T, String>,
 ) -> Result<T, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start: {e}"))?;
-    let path = data_dir.join("parasol.db");
-    let store = Store::open_sqlite(&path, Role::Tool).map_err(|e| match e {
-        StoreError::NoDatabase(_) => e.to_string(),
-        e => format!("{}: {e}", path.display()),
-    })?;
+    let store = runtime
+        .block_on(Store::open_configured(data_dir, database, OpenRole::Tool))
+        .map_err(|e| open_error(data_dir, database, e))?;
     let result = runtime.block_on(f(&store));
     store.close();
     result
+}
+
+/// What a command says when its store cannot be opened: the store's words, with where it looked.
+pub(crate) fn open_error(data_dir: &Path, database: Option<&str>, e: StoreError) -> String {
+    match (e, database) {
+        (e @ (StoreError::NoDatabase(_) | StoreError::NoSchema(_)), _) => e.to_string(),
+        (e, Some(url)) => format!("{}: {e}", crate::store::postgres::redact(url)),
+        (e, None) => format!("{}: {e}", data_dir.join("parasol.db").display()),
+    }
 }
 
 /// What a command says of a store error: `missing` for `NotFound` (one wording for every

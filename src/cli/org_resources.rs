@@ -44,6 +44,10 @@ pub struct OrgItems {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -56,6 +60,10 @@ pub struct OrgItem {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -75,7 +83,7 @@ where
     T: serde::Serialize,
     F: std::future::Future<Output = crate::store::Result<T>>,
 {
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         require_org(store, a.org).await?;
         let rec = delete(store.clone(), a.org, a.id)
             .await
@@ -118,6 +126,10 @@ pub struct SiteCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -130,7 +142,7 @@ pub fn site(cmd: SiteCmd) -> Result<Value, String> {
     let a = match cmd.action {
         SiteAction::Create(a) => a,
         SiteAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 require_org(store, a.org).await?;
                 printed(all_pages(|limit, offset| store.list_sites(a.org, limit, offset)).await?)
             })
@@ -142,7 +154,7 @@ pub fn site(cmd: SiteCmd) -> Result<Value, String> {
         }
     };
     let name = site_input(&object(json!({ "name": a.name }))).map_err(refusal)?;
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let rec = store
             .create_site(a.org, name, now())
             .await
@@ -174,6 +186,10 @@ pub struct InternalNetworkCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -195,7 +211,7 @@ pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
     let a = match cmd.action {
         InternalNetworkAction::Create(a) => a,
         InternalNetworkAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 require_org(store, a.org).await?;
                 printed(
                     all_pages(|limit, offset| store.list_internal_networks(a.org, limit, offset))
@@ -209,7 +225,7 @@ pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
             })
         }
     };
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let site = match a.site_id {
             Some(s) => s,
             None => store
@@ -261,6 +277,10 @@ pub struct UserCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -291,7 +311,7 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
     let a = match cmd.action {
         UserAction::Create(a) => a,
         UserAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 require_org(store, a.org).await?;
                 printed(all_pages(|limit, offset| store.list_users(a.org, limit, offset)).await?)
             })
@@ -330,7 +350,7 @@ pub fn user(cmd: UserCmd) -> Result<Value, String> {
         "roleId": a.role_id,
         "timezone": a.timezone,
     });
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         // Validated (the role's existence included) before the slow hashing, which runs outside
         // the write transaction.
         let roles = role_ids(store).await.map_err(refusal)?;
@@ -369,11 +389,15 @@ pub struct PackageList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
 }
 
 pub fn package(cmd: PackageCmd) -> Result<Value, String> {
     let PackageAction::List(a) = cmd.action;
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let list = store.list_packages().await.map_err(|e| e.to_string())?;
         serde_json::to_value(list).map_err(|e| e.to_string())
     })

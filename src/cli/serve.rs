@@ -15,6 +15,10 @@ pub struct ServeArgs {
     /// serving, one server per directory (default ./parasol-data)
     #[argh(option, default = "super::default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=require]) to run on,
+    /// shared with other nodes, instead of SQLite in the data directory
+    #[argh(option)]
+    pub database: Option<String>,
     /// address to listen on (default 127.0.0.1:8443); port 0 picks a free port
     #[argh(option, default = "String::from(\"127.0.0.1:8443\")")]
     pub listen: String,
@@ -153,6 +157,7 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     config.known_good = args.known_good.clone();
     config.cloud_limits = args.cloud_limits;
     config.demo = args.demo;
+    config.database = args.database.clone();
     config.access_log = args.access_log;
     config.metrics_listen = args.metrics_listen.clone();
     let limits = &mut config.limits;

@@ -35,6 +35,10 @@ pub struct ProviderList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
 }
 
 /// Delete a service provider that has no customers left, with its credentials.
@@ -44,6 +48,10 @@ pub struct ProviderDelete {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// service provider id
     #[argh(option)]
     pub id: i64,
@@ -65,6 +73,10 @@ pub struct ProviderCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// provider name
     #[argh(option)]
     pub name: String,
@@ -95,7 +107,7 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
     let a = match cmd.action {
         ProviderAction::Create(a) => a,
         ProviderAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 printed(
                     store
                         .list_service_providers()
@@ -105,7 +117,7 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
             })
         }
         ProviderAction::Delete(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 store
                     .delete_service_provider(a.id)
                     .await
@@ -128,7 +140,7 @@ pub fn provider(cmd: ProviderCmd) -> Result<Value, String> {
         rebill_at: Some(time_arg("rebill-at", &a.rebill_at, t + 30 * 86400)?),
         expires_at: Some(time_arg("expires-at", &a.expires_at, t + 365 * 86400)?),
     };
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let id = store
             .create_service_provider(sp.clone(), t)
             .await
@@ -170,6 +182,10 @@ pub struct MspList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
 }
 
 /// Delete an MSP that has no customers left, with its credentials.
@@ -179,6 +195,10 @@ pub struct MspDelete {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// MSP id
     #[argh(option)]
     pub id: i64,
@@ -191,6 +211,10 @@ pub struct MspCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// MSP name
     #[argh(option)]
     pub name: String,
@@ -200,12 +224,12 @@ pub fn msp(cmd: MspCmd) -> Result<Value, String> {
     let a = match cmd.action {
         MspAction::Create(a) => a,
         MspAction::List(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 printed(store.list_msps().await.map_err(|e| e.to_string())?)
             })
         }
         MspAction::Delete(a) => {
-            return with_store(&a.data_dir, async |store| {
+            return with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 store
                     .delete_msp(a.id)
                     .await
@@ -217,7 +241,7 @@ pub fn msp(cmd: MspCmd) -> Result<Value, String> {
     if a.name.trim().is_empty() {
         return Err("--name must not be empty".into());
     }
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let id = store
             .create_msp(a.name.clone(), now())
             .await
@@ -250,6 +274,10 @@ pub struct OrgList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
 }
 
 /// Create an organization with its default site and customer key.
@@ -259,6 +287,10 @@ pub struct OrgCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization (customer) name
     #[argh(option)]
     pub name: String,
@@ -310,6 +342,10 @@ pub struct OrgDelete {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub id: i64,
@@ -318,7 +354,7 @@ pub struct OrgDelete {
 pub fn org(cmd: OrgCmd) -> Result<Value, String> {
     match cmd.action {
         OrgAction::Create(a) => org_create(a),
-        OrgAction::List(a) => with_store(&a.data_dir, async |store| {
+        OrgAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             printed(
                 store
                     .list_organizations()
@@ -326,7 +362,7 @@ pub fn org(cmd: OrgCmd) -> Result<Value, String> {
                     .map_err(|e| e.to_string())?,
             )
         }),
-        OrgAction::Delete(a) => with_store(&a.data_dir, async |store| {
+        OrgAction::Delete(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             if store
                 .delete_organization(a.id)
                 .await
@@ -366,7 +402,7 @@ fn org_create(a: OrgCreate) -> Result<Value, String> {
         crate::error::MgmtError::BadRequest(m) => to_flag_message(&m),
         other => format!("{other:?}"),
     };
-    with_store(&a.data_dir, async |store| {
+    with_store(&a.data_dir, a.database.as_deref(), async |store| {
         let fields = match parent {
             Parent::ServiceProvider(sp) => {
                 let pkg = store
@@ -459,6 +495,10 @@ pub struct KeyCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -471,6 +511,10 @@ pub struct KeyList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -483,6 +527,10 @@ pub struct KeyRevoke {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// the customer key
     #[argh(option)]
     pub key: String,
@@ -495,6 +543,10 @@ pub struct KeyRotate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// organization id
     #[argh(option)]
     pub org: i64,
@@ -502,21 +554,21 @@ pub struct KeyRotate {
 
 pub fn key(cmd: KeyCmd) -> Result<Value, String> {
     match cmd.action {
-        KeyAction::Create(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::Create(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let k = store
                 .create_customer_key(a.org, now())
                 .await
                 .map_err(store_err(no("organization", a.org)))?;
             Ok(json!({ "organizationId": a.org, "customerKey": k }))
         }),
-        KeyAction::List(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::List(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let keys = store
                 .list_customer_keys(a.org)
                 .await
                 .map_err(store_err(no("organization", a.org)))?;
             serde_json::to_value(keys).map_err(|e| e.to_string())
         }),
-        KeyAction::Revoke(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::Revoke(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let key = a.key.trim().to_ascii_lowercase();
             if store
                 .revoke_customer_key(key.clone(), now())
@@ -528,7 +580,7 @@ pub fn key(cmd: KeyCmd) -> Result<Value, String> {
                 Err(no("live customer key", key))
             }
         }),
-        KeyAction::Rotate(a) => with_store(&a.data_dir, async |store| {
+        KeyAction::Rotate(a) => with_store(&a.data_dir, a.database.as_deref(), async |store| {
             let (k, revoked) = store
                 .rotate_customer_key(a.org, now())
                 .await
@@ -561,6 +613,10 @@ pub struct CredentialCreate {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// scope: this service provider, its customers and their organizations
     #[argh(option)]
     pub provider: Option<i64>,
@@ -582,6 +638,10 @@ pub struct CredentialList {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
 }
 
 /// Revoke a credential: requests with it get 401 from then on.
@@ -591,6 +651,10 @@ pub struct CredentialRevoke {
     /// data directory (default ./parasol-data)
     #[argh(option, default = "default_data_dir()")]
     pub data_dir: PathBuf,
+    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+    /// data directory's SQLite database
+    #[argh(option)]
+    pub database: Option<String>,
     /// the API key
     #[argh(option)]
     pub key: String,
@@ -606,7 +670,7 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
                 _ => return Err("give exactly one of --provider, --msp, --org".into()),
             };
             let (k, secret, credential) = crate::demo::new_credential(a.label.as_deref())?;
-            with_store(&a.data_dir, async |store| {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
                 store
                     .create_credential(scope, credential, now())
                     .await
@@ -618,20 +682,24 @@ pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {
                 Ok(json!({ "apiKey": k, "apiSecret": secret, "scope": scope, "label": a.label }))
             })
         }
-        CredentialAction::List(a) => with_store(&a.data_dir, async |store| {
-            let list = store.list_credentials().await.map_err(|e| e.to_string())?;
-            serde_json::to_value(list).map_err(|e| e.to_string())
-        }),
-        CredentialAction::Revoke(a) => with_store(&a.data_dir, async |store| {
-            if store
-                .revoke_credential(a.key.clone(), now())
-                .await
-                .map_err(|e| e.to_string())?
-            {
-                Ok(json!({ "apiKey": a.key, "revoked": true }))
-            } else {
-                Err(no("live credential", &a.key))
-            }
-        }),
+        CredentialAction::List(a) => {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                let list = store.list_credentials().await.map_err(|e| e.to_string())?;
+                serde_json::to_value(list).map_err(|e| e.to_string())
+            })
+        }
+        CredentialAction::Revoke(a) => {
+            with_store(&a.data_dir, a.database.as_deref(), async |store| {
+                if store
+                    .revoke_credential(a.key.clone(), now())
+                    .await
+                    .map_err(|e| e.to_string())?
+                {
+                    Ok(json!({ "apiKey": a.key, "revoked": true }))
+                } else {
+                    Err(no("live credential", &a.key))
+                }
+            })
+        }
     }
 }

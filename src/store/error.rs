@@ -26,6 +26,9 @@ pub enum StoreError {
     NewerSchema { found: i64, supported: i64 },
     /// A command-line tool was pointed at a data directory that holds no database.
     NoDatabase(std::path::PathBuf),
+    /// A command-line tool was pointed at a PostgreSQL database (URL without its password) that
+    /// holds no Parasol schema.
+    NoSchema(String),
     /// Anything else: a bug or a damaged database. Details are logged, never sent to clients.
     Internal(String),
 }
@@ -113,6 +116,11 @@ impl fmt::Display for StoreError {
                 "{} holds no Parasol database; start `parasol serve --data-dir {}` once to create one",
                 dir.display(),
                 dir.display()
+            ),
+            StoreError::NoSchema(url) => write!(
+                f,
+                "{url} holds no Parasol schema; run `parasol init --database URL` (or start \
+                 `parasol serve --database URL`) once to create it"
             ),
             StoreError::Internal(m) => write!(f, "database error: {m}"),
         }

@@ -2,6 +2,12 @@
 //! real binary as a child process), waits for readiness by polling (never by sleeping blindly),
 //! talks HTTPS to it with a client that trusts the server's own certificate, and shuts it down
 //! cleanly. Every wait is bounded.
+//!
+//! The backend: SQLite in each test's data directory, or, with `PARASOL_TEST_POSTGRES` set to a
+//! superuser URL (`.ci/postgres` starts such a cluster), a PostgreSQL database of its own for
+//! each data directory, created when first needed and dropped with the directory. The same
+//! tests then run on both; the few that read the SQLite file itself say so and are skipped on
+//! PostgreSQL (`skip_on_postgres`).
 #![allow(dead_code)]
 // The harness fails a test by panicking, as the tests themselves do.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -45,7 +51,123 @@ impl TempDir {
 impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+        drop_database_of(&self.0);
     }
+}
+
+/// The PostgreSQL server the tests run against (`PARASOL_TEST_POSTGRES`), if any.
+pub fn postgres_admin_url() -> Option<String> {
+    std::env::var("PARASOL_TEST_POSTGRES")
+        .ok()
+        .filter(|u| !u.is_empty())
+}
+
+/// Whether the tests run on PostgreSQL.
+pub fn on_postgres() -> bool {
+    postgres_admin_url().is_some()
+}
+
+/// For a test that looks into the SQLite file itself: true (skip it) on PostgreSQL, saying why.
+pub fn skip_on_postgres(why: &str) -> bool {
+    if on_postgres() {
+        eprintln!("skipped on PostgreSQL: {why}");
+        true
+    } else {
+        false
+    }
+}
+
+/// `admin` with its database replaced by `name`.
+pub fn url_with_database(admin: &str, name: &str) -> String {
+    let (base, query) = match admin.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (admin, String::new()),
+    };
+    let at = base.rfind('/').unwrap();
+    format!("{}/{name}{query}", &base[..at])
+}
+
+fn database_name(dir: &Path) -> String {
+    // The whole path counts: two tests may each use a directory named `data` in their own
+    // temporary directory.
+    let clean: String = dir
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("t_{}", &clean[clean.len().saturating_sub(60)..])
+}
+
+static DATABASES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Runs one statement as the PostgreSQL superuser (creating and dropping test databases).
+pub fn admin_sql(sql: &str) -> Result<(), String> {
+    let admin = postgres_admin_url().ok_or("no PostgreSQL")?;
+    let sql = sql.to_string();
+    run(async move {
+        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+            .await
+            .map_err(|e| e.to_string())?;
+        let task = tokio::spawn(conn);
+        let r = client.batch_execute(&sql).await.map_err(|e| e.to_string());
+        drop(client);
+        let _ = task.await;
+        r
+    })
+}
+
+/// On PostgreSQL: the URL of the database that belongs to data directory `dir` (created now if
+/// it does not exist yet); `None` on SQLite.
+pub fn database_for(dir: &Path) -> Option<String> {
+    let admin = postgres_admin_url()?;
+    let name = database_name(dir);
+    let mut known = DATABASES.lock().unwrap();
+    if !known.contains(&name) {
+        if let Err(e) = admin_sql(&format!("CREATE DATABASE {name}")) {
+            assert!(e.contains("already exists"), "CREATE DATABASE {name}: {e}");
+        }
+        known.push(name.clone());
+    }
+    // Plain TCP: `.ci/postgres`'s cluster offers TLS with a certificate of its own CA, which
+    // only the test of TLS itself trusts.
+    Some(format!(
+        "{}?sslmode=disable",
+        url_with_database(&admin, &name)
+    ))
+}
+
+/// Drops the database of `dir`, if one was made.
+fn drop_database_of(dir: &Path) {
+    if postgres_admin_url().is_none() {
+        return;
+    }
+    let name = database_name(dir);
+    let made = {
+        let mut known = DATABASES.lock().unwrap();
+        let before = known.len();
+        known.retain(|n| n != &name);
+        known.len() != before
+    };
+    if made {
+        let _ = admin_sql(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"));
+    }
+}
+
+/// The arguments that point a command at `dir`'s store: `--data-dir DIR`, and on PostgreSQL
+/// `--database URL` too.
+pub fn store_args(dir: &Path) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = vec!["--data-dir".into(), dir.into()];
+    if let Some(url) = database_for(dir) {
+        args.push("--database".into());
+        args.push(url.into());
+    }
+    args
 }
 
 /// A response, fully read.
@@ -223,6 +345,8 @@ impl Client {
 pub struct TestServer {
     pub client: Client,
     pub dir: TempDir,
+    /// The PostgreSQL database it runs on, if not SQLite in `dir`.
+    pub database: Option<String>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<Result<(), String>>>,
 }
@@ -248,6 +372,7 @@ impl TestServer {
     /// Starts on an existing data directory (restart tests).
     pub async fn start_in(dir: TempDir, adjust: impl FnOnce(&mut ServerConfig)) -> TestServer {
         let mut config = ServerConfig::new(dir.path());
+        config.database = database_for(dir.path());
         adjust(&mut config);
         let cert = match &config.tls {
             TlsSource::Plain => None,
@@ -273,6 +398,7 @@ impl TestServer {
                     return TestServer {
                         client,
                         dir,
+                        database: config.database.clone(),
                         stop: Some(tx),
                         task: Some(task),
                     };
@@ -307,14 +433,41 @@ impl TestServer {
         dir
     }
 
-    /// A plain connection to the server's database, for checking what is stored.
+    /// A plain connection to the server's SQLite database, for checking what is stored (tests
+    /// that use it are skipped on PostgreSQL).
     pub fn db(&self) -> rusqlite::Connection {
+        assert!(self.database.is_none(), "this test reads the SQLite file");
         open_db(&self.dir.path().join("parasol.db"))
+    }
+
+    /// Runs SQL that both engines understand on the server's database (a test setting up what
+    /// no interface can, such as old timestamps).
+    pub fn execute(&self, sql: &str) {
+        match self.database.clone() {
+            Some(url) => {
+                let sql = sql.to_string();
+                run(async move {
+                    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                        .await
+                        .unwrap();
+                    let task = tokio::spawn(conn);
+                    client.batch_execute(&sql).await.unwrap();
+                    drop(client);
+                    let _ = task.await;
+                })
+            }
+            None => open_db(&self.dir.path().join("parasol.db"))
+                .execute_batch(sql)
+                .unwrap(),
+        }
     }
 
     /// A store on the server's database, as a command-line tool opens it beside the server.
     pub fn store(&self) -> Store {
-        tool_store(&self.dir.path().join("parasol.db"))
+        match &self.database {
+            Some(url) => run(Store::open_postgres(url, Role::Tool)).unwrap(),
+            None => tool_store(&self.dir.path().join("parasol.db")),
+        }
     }
 
     /// Creates a stand-alone organization; returns its id and customer key.
@@ -342,6 +495,14 @@ pub fn open_db(path: &Path) -> rusqlite::Connection {
 /// A store on an existing database, as a command-line tool opens it.
 pub fn tool_store(path: &Path) -> Store {
     Store::open_sqlite(path, Role::Tool).unwrap()
+}
+
+/// The store of data directory `dir` (its PostgreSQL database on PostgreSQL), as a tool opens it.
+pub fn dir_store(dir: &Path) -> Store {
+    match database_for(dir) {
+        Some(url) => run(Store::open_postgres(&url, Role::Tool)).unwrap(),
+        None => tool_store(&dir.join("parasol.db")),
+    }
 }
 
 /// Runs a store operation to completion from synchronous code (or from inside a test's own
@@ -397,8 +558,7 @@ impl ChildServer {
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
-            .arg("--data-dir")
-            .arg(dir)
+            .args(store_args(dir))
             .args(extra);
         Self::spawn_command(command, dir)
     }
@@ -584,16 +744,16 @@ pub fn cli_create_org(dir: &Path, name: &str) -> String {
     cli_init(dir);
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
     command
-        .args(["org", "create", "--name", name, "--data-dir"])
-        .arg(dir);
+        .args(["org", "create", "--name", name])
+        .args(store_args(dir));
     customer_key_from(command)
 }
 
 /// `parasol init`: creates the data directory's database if it has none.
 pub fn cli_init(dir: &Path) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
-        .args(["init", "--data-dir"])
-        .arg(dir)
+        .arg("init")
+        .args(store_args(dir))
         .output()
         .unwrap();
     assert!(
@@ -780,8 +940,7 @@ pub fn assert_mgmt_error(r: &Resp, status: u16, needle: &str) {
 pub fn parasol(dir: &Path, args: &[&str]) -> (bool, Value, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"))
         .args(args)
-        .arg("--data-dir")
-        .arg(dir)
+        .args(store_args(dir))
         .output()
         .unwrap();
     let stdout: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);

@@ -158,6 +158,19 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// Opens an existing database read-only (`parasol migrate` reading an appliance's data): no
+/// pragma that writes, and the usual wait for a lock another connection holds.
+pub fn open_read_only(path: &Path) -> Result<Connection> {
+    if !path.exists() {
+        return Err(StoreError::NoDatabase(
+            path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        ));
+    }
+    let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)?;
+    set_wait(&conn, Wait::Long)?;
+    Ok(conn)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,6 +16,7 @@ mod conn;
 mod customers;
 mod devices;
 mod domains;
+pub mod export;
 mod faultvfs;
 mod internal_networks;
 pub mod migrate;
@@ -57,16 +58,7 @@ const MAX_READERS: usize = 4;
 /// Writes queued for the writer at most; a request beyond waits for room.
 const QUEUE: usize = 4096;
 
-/// Who opens the database, which decides the background work that comes with it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// `parasol serve`: creates the database if needed; a checkpointer thread keeps the WAL
-    /// short and probes the storage after a fault.
-    Server,
-    /// A command-line tool beside a running server: the database must exist; SQLite's own
-    /// automatic checkpoints are enough for its few writes.
-    Tool,
-}
+pub use crate::store::OpenRole as Role;
 
 /// The state of the storage as the writer and the checkpointer see it.
 #[derive(Default)]

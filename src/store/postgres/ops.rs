@@ -1,0 +1,2586 @@
+//! The store's operations on PostgreSQL: the same semantics as `sqlite::ops` (each operation's
+//! checks inside its own transaction, the same errors), with the row locks that make a check
+//! hold against other nodes' concurrent writes (see the module's documentation).
+
+use std::time::Instant;
+
+use tokio_postgres::Row;
+
+use super::{classify, Db, Postgres, VERIFY_FOR};
+use crate::enforcement::domain::self_and_parents;
+use crate::store::*;
+use crate::timefmt::rfc3339;
+
+/// Levels of the paging counts: (level, log2 of the ids per block). See `schema-postgres.sql`.
+const LEVEL_SUPER: (i16, u32) = (0, 16);
+const LEVEL_BUCKET: (i16, u32) = (1, 10);
+
+/// Key of the advisory lock that makes the demo world's "no tenant yet" check and its creation
+/// one step across nodes.
+const DEMO_LOCK: i64 = 0x7061_7261_736f_6c02;
+/// Key of the advisory lock of the paging counts' folding (one node at a time does it).
+const FOLD_LOCK: i64 = 0x7061_7261_736f_6c03;
+
+/// Base of the advisory lock keys of organizations (`ORG_LOCK + id`): ingest holds its
+/// organization's shared, deletion exclusive.
+const ORG_LOCK: i64 = 0x5041_0000_0000_0000;
+
+/// Request ids one purge step looks at (as on SQLite).
+const PURGE_STEP_IDS: i64 = 4096;
+
+/// Times an ingest is tried again after the database refused it for a deadlock (two batches
+/// refreshing the same names in another order) or a name listed meanwhile by another request,
+/// before it is answered 503.
+const INGEST_RETRIES: u32 = 3;
+
+fn found<T>(rec: Option<T>) -> Result<T> {
+    rec.ok_or(StoreError::NotFound)
+}
+
+fn emails(json: String) -> Vec<String> {
+    serde_json::from_str(&json).unwrap_or_default()
+}
+
+fn json_list(v: &[String]) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "[]".into())
+}
+
+// ------------------------------------------------------------------ shared checks and writes
+
+/// `Invalid` naming `siteId` unless `site` is a site of the organization; the site's row is held
+/// until the commit, so it cannot be deleted under what is being put in it.
+async fn check_site(db: &Db, org: i64, site: i64) -> Result<()> {
+    let row = db
+        .opt(
+            "SELECT 1 FROM sites WHERE organization_id = $1 AND id = $2 FOR KEY SHARE",
+            &[&org, &site],
+        )
+        .await?;
+    match row {
+        Some(_) => Ok(()),
+        None => Err(StoreError::Invalid(SITE_NOT_OF_ORGANIZATION.into())),
+    }
+}
+
+async fn package_exists(db: &Db, id: i64) -> Result<bool> {
+    Ok(db
+        .opt("SELECT 1 FROM packages WHERE id = $1", &[&id])
+        .await?
+        .is_some())
+}
+
+/// `Invalid` naming `packageId` unless the package exists.
+async fn check_package(db: &Db, package: Option<i64>) -> Result<()> {
+    match package {
+        Some(p) if !package_exists(db, p).await? => Err(StoreError::Invalid(
+            "packageId must be the id of a known package".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Whether the scope's owner exists; with `lock`, its row is held until the commit.
+async fn scope_exists(db: &Db, scope: Scope, lock: bool) -> Result<bool> {
+    let (table, id) = match scope {
+        Scope::ServiceProvider(id) => ("service_providers", id),
+        Scope::Msp(id) => ("msps", id),
+        Scope::Organization(id) => ("organizations", id),
+    };
+    let sql = format!(
+        "SELECT 1 FROM {table} WHERE id = $1{}",
+        if lock { " FOR KEY SHARE" } else { "" }
+    );
+    Ok(db.opt(&sql, &[&id]).await?.is_some())
+}
+
+/// `NotFound` unless the parent (provider or MSP) exists; its row is held until the commit.
+async fn check_parent(db: &Db, parent: Parent) -> Result<()> {
+    let scope = match parent {
+        Parent::None => return Ok(()),
+        Parent::ServiceProvider(id) => Scope::ServiceProvider(id),
+        Parent::Msp(id) => Scope::Msp(id),
+    };
+    if scope_exists(db, scope, true).await? {
+        Ok(())
+    } else {
+        Err(StoreError::NotFound)
+    }
+}
+
+async fn organization_exists(db: &Db, org: i64) -> Result<bool> {
+    Ok(db
+        .opt("SELECT 1 FROM organizations WHERE id = $1", &[&org])
+        .await?
+        .is_some())
+}
+
+async fn record_list_change(db: &Db, org: i64) -> Result<()> {
+    db.exec(
+        "INSERT INTO list_changes (organization_id) VALUES ($1) ON CONFLICT DO NOTHING",
+        &[&org],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn changed(db: &Db, org: i64, did: bool) -> Result<bool> {
+    if did {
+        record_list_change(db, org).await?;
+    }
+    Ok(did)
+}
+
+async fn new_origin(db: &Db, kind: &str) -> Result<i64> {
+    Ok(db
+        .one(
+            "INSERT INTO origins (kind) VALUES ($1) RETURNING id",
+            &[&kind],
+        )
+        .await?
+        .get(0))
+}
+
+async fn create_service_provider(db: &Db, sp: &NewServiceProvider, now: i64) -> Result<i64> {
+    Ok(db
+        .one(
+            "INSERT INTO service_providers (name, package_id, seats_total, status, rebill_at,
+                 expires_at, created_at)
+             VALUES ($1, $2, $3, 'Active', $4, $5, $6) RETURNING id",
+            &[
+                &sp.name,
+                &sp.package_id,
+                &sp.seats_total,
+                &sp.rebill_at,
+                &sp.expires_at,
+                &now,
+            ],
+        )
+        .await?
+        .get(0))
+}
+
+async fn create_msp(db: &Db, name: &str, now: i64) -> Result<i64> {
+    Ok(db
+        .one(
+            "INSERT INTO msps (name, created_at) VALUES ($1, $2) RETURNING id",
+            &[&name, &now],
+        )
+        .await?
+        .get(0))
+}
+
+async fn create_site_row(db: &Db, org: i64, name: &str, is_default: bool, now: i64) -> Result<i64> {
+    let origin = new_origin(db, "site").await?;
+    Ok(db
+        .one(
+            "INSERT INTO sites (organization_id, origin_id, name, is_default, type, created_at,
+                 modified_at)
+             VALUES ($1, $2, $3, $4, 'site', $5, $5) RETURNING id",
+            &[&org, &origin, &name, &is_default, &now],
+        )
+        .await?
+        .get(0))
+}
+
+async fn create_customer_key(db: &Db, org: i64, now: i64) -> Result<String> {
+    let key = uuid::Uuid::new_v4().hyphenated().to_string();
+    db.exec(
+        "INSERT INTO customer_keys (key, organization_id, created_at) VALUES ($1, $2, $3)",
+        &[&key, &org, &now],
+    )
+    .await?;
+    Ok(key)
+}
+
+async fn create_organization(
+    db: &Db,
+    parent: Parent,
+    f: &OrgFields,
+    now: i64,
+) -> Result<CreatedOrganization> {
+    let (sp, msp) = match parent {
+        Parent::None => (None, None),
+        Parent::ServiceProvider(id) => (Some(id), None),
+        Parent::Msp(id) => (None, Some(id)),
+    };
+    let admin = json_list(&f.admin_emails);
+    let ccw = json_list(&f.ccw_deal_owner_emails);
+    let id: i64 = db
+        .one(
+            "INSERT INTO organizations (name, service_provider_id, msp_id, seats, package_id,
+                street_address, street_address2, city, state, country_code, zip_code, deal_id,
+                admin_emails, ccw_deal_owner_emails, created_at, modified_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
+             RETURNING id",
+            &[
+                &f.name,
+                &sp,
+                &msp,
+                &f.seats,
+                &f.package_id,
+                &f.street_address,
+                &f.street_address2,
+                &f.city,
+                &f.state,
+                &f.country_code,
+                &f.zip_code,
+                &f.deal_id,
+                &admin,
+                &ccw,
+                &now,
+            ],
+        )
+        .await?
+        .get(0);
+    let default_site_id = create_site_row(db, id, "Default Site", true, now).await?;
+    let customer_key = create_customer_key(db, id, now).await?;
+    Ok(CreatedOrganization {
+        id,
+        name: f.name.clone(),
+        default_site_id,
+        customer_key,
+    })
+}
+
+async fn insert_credential(db: &Db, c: &NewCredential, scope: Scope, now: i64) -> Result<()> {
+    let (sp, msp, org) = match scope {
+        Scope::ServiceProvider(id) => (Some(id), None, None),
+        Scope::Msp(id) => (None, Some(id), None),
+        Scope::Organization(id) => (None, None, Some(id)),
+    };
+    db.exec(
+        "INSERT INTO api_credentials (api_key, secret_hash, service_provider_id, msp_id,
+             organization_id, label, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        &[&c.api_key, &c.secret_hash, &sp, &msp, &org, &c.label, &now],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Deletes an organization the caller holds (`lock_for_delete`), with all its data: what the
+/// schema's cascades reach, and the domain list and its counts, which have no foreign key. Its
+/// stored requests are recorded for the background purge: those with ids up to the table's
+/// highest now. Requests that were being stored for it held its advisory lock until they
+/// committed, before this transaction got it, so this statement (READ COMMITTED: a fresh
+/// snapshot) sees them all; later ones find the organization gone and store nothing.
+async fn delete_locked_organization(db: &Db, org: i64) -> Result<()> {
+    db.exec("DELETE FROM domains WHERE organization_id = $1", &[&org])
+        .await?;
+    db.exec(
+        "DELETE FROM domain_counts WHERE organization_id = $1",
+        &[&org],
+    )
+    .await?;
+    db.exec(
+        "DELETE FROM domain_count_deltas WHERE organization_id = $1",
+        &[&org],
+    )
+    .await?;
+    db.exec("DELETE FROM organizations WHERE id = $1", &[&org])
+        .await?;
+    db.exec(
+        "INSERT INTO event_purges (organization_id, up_to)
+         VALUES ($1, (SELECT coalesce(max(id), 0) FROM event_batches))
+         ON CONFLICT DO NOTHING",
+        &[&org],
+    )
+    .await?;
+    record_list_change(db, org).await
+}
+
+/// Holds the organization for its deletion: its advisory lock (ingests in flight for it finish
+/// first, later ones wait and then find it gone) and its row; false if there is none.
+async fn lock_for_delete(db: &Db, org: i64) -> Result<bool> {
+    db.exec(
+        "SELECT pg_advisory_xact_lock($1::bigint + $2)",
+        &[&ORG_LOCK, &org],
+    )
+    .await?;
+    Ok(db
+        .opt(
+            "SELECT 1 FROM organizations WHERE id = $1 FOR UPDATE",
+            &[&org],
+        )
+        .await?
+        .is_some())
+}
+
+// ------------------------------------------------------------------ records
+
+const CUSTOMER_SELECT: &str = "SELECT o.id, o.name, p.name, o.seats, o.street_address,
+        o.street_address2, o.city, o.state, o.country_code, o.zip_code, o.package_id, o.deal_id,
+        o.admin_emails, o.ccw_deal_owner_emails, o.created_at, o.modified_at
+    FROM organizations o LEFT JOIN packages p ON p.id = o.package_id";
+
+fn customer(r: &Row) -> CustomerRecord {
+    CustomerRecord {
+        customer_id: r.get(0),
+        customer_name: r.get(1),
+        package_name: r.get(2),
+        seats: r.get(3),
+        street_address: r.get(4),
+        street_address2: r.get(5),
+        city: r.get(6),
+        state: r.get(7),
+        country_code: r.get(8),
+        zip_code: r.get(9),
+        package_id: r.get(10),
+        deal_id: r.get(11),
+        admin_emails: emails(r.get(12)),
+        ccw_deal_owner_emails: emails(r.get(13)),
+        created_at: rfc3339(r.get(14)),
+        modified_at: rfc3339(r.get(15)),
+    }
+}
+
+/// The condition selecting a parent's customers (its id is `$1`); `None` for no parent, whose
+/// organizations are nobody's customers.
+fn parent_filter(parent: Parent) -> Option<(&'static str, i64)> {
+    match parent {
+        Parent::ServiceProvider(id) => Some(("o.service_provider_id = $1", id)),
+        Parent::Msp(id) => Some(("o.msp_id = $1", id)),
+        Parent::None => None,
+    }
+}
+
+async fn get_customer(db: &Db, parent: Parent, customer_id: i64) -> Result<Option<CustomerRecord>> {
+    let Some((cond, id)) = parent_filter(parent) else {
+        return Ok(None);
+    };
+    let sql = format!("{CUSTOMER_SELECT} WHERE {cond} AND o.id = $2");
+    Ok(db
+        .opt(&sql, &[&id, &customer_id])
+        .await?
+        .map(|r| customer(&r)))
+}
+
+const SITE_SELECT: &str = "SELECT s.origin_id, s.name, s.id, s.is_default, s.type,
+        (SELECT count(*) FROM internal_networks n WHERE n.site_id = s.id),
+        (SELECT count(*) FROM virtual_appliances v WHERE v.site_id = s.id),
+        s.modified_at, s.created_at
+    FROM sites s";
+
+fn site(r: &Row) -> SiteRecord {
+    SiteRecord {
+        origin_id: r.get(0),
+        name: r.get(1),
+        site_id: r.get(2),
+        is_default: r.get(3),
+        kind: r.get(4),
+        internal_network_count: r.get(5),
+        va_count: r.get(6),
+        modified_at: rfc3339(r.get(7)),
+        created_at: rfc3339(r.get(8)),
+    }
+}
+
+async fn get_site(db: &Db, org: i64, id: i64) -> Result<Option<SiteRecord>> {
+    let sql = format!("{SITE_SELECT} WHERE s.organization_id = $1 AND s.id = $2");
+    Ok(db.opt(&sql, &[&org, &id]).await?.map(|r| site(&r)))
+}
+
+const NETWORK_SELECT: &str = "SELECT origin_id, name, ip_address, prefix_length, is_dynamic,
+        is_verified, status, created_at
+    FROM networks WHERE organization_id = $1";
+
+fn network(r: &Row) -> NetworkRecord {
+    NetworkRecord {
+        origin_id: r.get(0),
+        name: r.get(1),
+        ip_address: r.get(2),
+        prefix_length: r.get(3),
+        is_dynamic: r.get(4),
+        is_verified: r.get(5),
+        status: r.get(6),
+        created_at: rfc3339(r.get(7)),
+    }
+}
+
+async fn get_network(db: &Db, org: i64, id: i64) -> Result<Option<NetworkRecord>> {
+    let sql = format!("{NETWORK_SELECT} AND origin_id = $2");
+    Ok(db.opt(&sql, &[&org, &id]).await?.map(|r| network(&r)))
+}
+
+async fn insert_network(db: &Db, org: i64, n: &NewNetwork, now: i64) -> Result<NetworkRecord> {
+    let id = new_origin(db, "network").await?;
+    db.exec(
+        "INSERT INTO networks (origin_id, organization_id, name, ip_address, prefix_length,
+             is_dynamic, is_verified, status, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        &[
+            &id,
+            &org,
+            &n.name,
+            &n.ip_address,
+            &n.prefix_length,
+            &n.is_dynamic,
+            &n.is_verified,
+            &n.status,
+            &now,
+        ],
+    )
+    .await?;
+    get_network(db, org, id)
+        .await?
+        .ok_or_else(|| StoreError::Internal("network vanished".into()))
+}
+
+const ROAMING_SELECT: &str = "SELECT origin_id, name, device_id, type, status, last_sync_status,
+        last_sync, applied_bundle, has_ip_blocking, version, os_version, os_version_name
+    FROM roaming_computers WHERE organization_id = $1";
+
+fn roaming(r: &Row) -> RoamingComputerRecord {
+    RoamingComputerRecord {
+        origin_id: r.get(0),
+        name: r.get(1),
+        device_id: r.get(2),
+        kind: r.get(3),
+        status: r.get(4),
+        last_sync_status: r.get(5),
+        last_sync: r.get::<_, Option<i64>>(6).map(rfc3339),
+        applied_bundle: r.get(7),
+        has_ip_blocking: r.get(8),
+        version: r.get(9),
+        os_version: r.get(10),
+        os_version_name: r.get(11),
+    }
+}
+
+async fn get_roaming(db: &Db, org: i64, device: &str) -> Result<Option<RoamingComputerRecord>> {
+    let device = device.to_ascii_lowercase();
+    let sql = format!("{ROAMING_SELECT} AND device_id = $2");
+    Ok(db.opt(&sql, &[&org, &device]).await?.map(|r| roaming(&r)))
+}
+
+/// Registers a roaming computer; `None` if the organization already has that device.
+async fn insert_roaming(
+    db: &Db,
+    org: i64,
+    c: &NewRoamingComputer,
+) -> Result<Option<RoamingComputerRecord>> {
+    if get_roaming(db, org, &c.device_id).await?.is_some() {
+        return Ok(None);
+    }
+    let origin = new_origin(db, "roaming_computer").await?;
+    let inserted = db
+        .exec_unique(
+            "INSERT INTO roaming_computers (device_id, organization_id, origin_id, name, type,
+                 status, last_sync_status, last_sync, applied_bundle, has_ip_blocking, version,
+                 os_version, os_version_name)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            &[
+                &c.device_id,
+                &org,
+                &origin,
+                &c.name,
+                &c.kind,
+                &c.status,
+                &c.last_sync_status,
+                &c.last_sync,
+                &c.applied_bundle,
+                &c.has_ip_blocking,
+                &c.version,
+                &c.os_version,
+                &c.os_version_name,
+            ],
+        )
+        .await?;
+    if inserted.is_none() {
+        // Another node registered the same device meanwhile.
+        return Ok(None);
+    }
+    get_roaming(db, org, &c.device_id).await
+}
+
+const APPLIANCE_SELECT: &str = "SELECT origin_id, name, site_id, is_upgradable, state, health,
+        type, settings, created_at, modified_at, state_updated_at
+    FROM virtual_appliances WHERE organization_id = $1";
+
+fn appliance(r: &Row) -> ApplianceRecord {
+    ApplianceRecord {
+        origin_id: r.get(0),
+        name: r.get(1),
+        site_id: r.get(2),
+        is_upgradable: r.get(3),
+        state: serde_json::from_str(r.get::<_, &str>(4)).unwrap_or_default(),
+        health: r.get(5),
+        kind: r.get(6),
+        settings: serde_json::from_str(r.get::<_, &str>(7)).unwrap_or_default(),
+        created_at: rfc3339(r.get(8)),
+        modified_at: rfc3339(r.get(9)),
+        state_updated_at: rfc3339(r.get(10)),
+    }
+}
+
+async fn get_appliance(db: &Db, org: i64, id: i64) -> Result<Option<ApplianceRecord>> {
+    let sql = format!("{APPLIANCE_SELECT} AND origin_id = $2");
+    Ok(db.opt(&sql, &[&org, &id]).await?.map(|r| appliance(&r)))
+}
+
+async fn insert_appliance(
+    db: &Db,
+    org: i64,
+    a: &NewAppliance,
+    now: i64,
+) -> Result<ApplianceRecord> {
+    let id = new_origin(db, "virtual_appliance").await?;
+    let state = serde_json::to_string(&a.state).unwrap_or_else(|_| "{}".into());
+    let settings = serde_json::to_string(&a.settings).unwrap_or_else(|_| "{}".into());
+    db.exec(
+        "INSERT INTO virtual_appliances (origin_id, organization_id, name, site_id, is_upgradable,
+             state, health, type, settings, created_at, modified_at, state_updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10, $10)",
+        &[
+            &id,
+            &org,
+            &a.name,
+            &a.site_id,
+            &a.is_upgradable,
+            &state,
+            &a.health,
+            &a.kind,
+            &settings,
+            &now,
+        ],
+    )
+    .await?;
+    get_appliance(db, org, id)
+        .await?
+        .ok_or_else(|| StoreError::Internal("virtual appliance vanished".into()))
+}
+
+const INTERNAL_SELECT: &str = "SELECT n.origin_id, n.name, n.ip_address, n.prefix_length, s.name,
+        n.site_id, n.created_at, n.modified_at
+    FROM internal_networks n JOIN sites s ON s.id = n.site_id";
+
+fn internal(r: &Row) -> InternalNetworkRecord {
+    InternalNetworkRecord {
+        origin_id: r.get(0),
+        name: r.get(1),
+        ip_address: r.get(2),
+        prefix_length: r.get(3),
+        site_name: r.get(4),
+        site_id: r.get(5),
+        created_at: rfc3339(r.get(6)),
+        modified_at: rfc3339(r.get(7)),
+    }
+}
+
+async fn get_internal(db: &Db, org: i64, id: i64) -> Result<Option<InternalNetworkRecord>> {
+    let sql = format!("{INTERNAL_SELECT} WHERE n.organization_id = $1 AND n.origin_id = $2");
+    Ok(db.opt(&sql, &[&org, &id]).await?.map(|r| internal(&r)))
+}
+
+async fn create_internal(
+    db: &Db,
+    org: i64,
+    f: &InternalNetworkFields,
+    now: i64,
+) -> Result<InternalNetworkRecord> {
+    let id = new_origin(db, "internal_network").await?;
+    db.exec(
+        "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
+             prefix_length, site_id, created_at, modified_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+        &[
+            &id,
+            &org,
+            &f.name,
+            &f.ip_address,
+            &f.prefix_length,
+            &f.site_id,
+            &now,
+        ],
+    )
+    .await?;
+    get_internal(db, org, id)
+        .await?
+        .ok_or_else(|| StoreError::Internal("network vanished".into()))
+}
+
+const USER_SELECT: &str = "SELECT u.id, u.firstname, u.lastname, u.email, u.role_id, r.label,
+        u.timezone, u.status, u.last_login_time, u.two_factor_enable
+    FROM users u JOIN roles r ON r.id = u.role_id";
+
+fn user(r: &Row) -> UserRecord {
+    UserRecord {
+        id: r.get(0),
+        firstname: r.get(1),
+        lastname: r.get(2),
+        email: r.get(3),
+        role_id: r.get(4),
+        role: r.get(5),
+        timezone: r.get(6),
+        status: r.get(7),
+        last_login_time: r.get::<_, Option<i64>>(8).map(rfc3339),
+        two_factor_enable: r.get(9),
+    }
+}
+
+async fn get_user(db: &Db, org: i64, id: i64) -> Result<Option<UserRecord>> {
+    let sql = format!("{USER_SELECT} WHERE u.organization_id = $1 AND u.id = $2");
+    Ok(db.opt(&sql, &[&org, &id]).await?.map(|r| user(&r)))
+}
+
+async fn role_exists(db: &Db, id: i64) -> Result<bool> {
+    Ok(db
+        .opt("SELECT 1 FROM roles WHERE id = $1", &[&id])
+        .await?
+        .is_some())
+}
+
+fn email_conflict(email: &str) -> StoreError {
+    StoreError::Conflict(format!(
+        "a user with email {email} already exists in this organization"
+    ))
+}
+
+/// Creates a user (`None`: the e-mail address is taken, ignoring ASCII case).
+async fn create_user(
+    db: &Db,
+    org: i64,
+    f: &UserFields,
+    hash: &str,
+    now: i64,
+) -> Result<Option<UserRecord>> {
+    let folded = f.email.to_ascii_lowercase();
+    let id: Option<i64> = db
+        .opt(
+            "INSERT INTO users (organization_id, firstname, lastname, email, email_folded,
+                 password_hash, role_id, timezone, status, last_login_time, two_factor_enable,
+                 created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'Active', NULL, false, $9)
+             ON CONFLICT (organization_id, email_folded) DO NOTHING
+             RETURNING id",
+            &[
+                &org,
+                &f.firstname,
+                &f.lastname,
+                &f.email,
+                &folded,
+                &hash,
+                &f.role_id,
+                &f.timezone,
+                &now,
+            ],
+        )
+        .await?
+        .map(|r| r.get(0));
+    match id {
+        Some(id) => get_user(db, org, id).await,
+        None => Ok(None),
+    }
+}
+
+/// One page of `sql` (whose parameters are the owner `$1`, LIMIT `$2` and OFFSET `$3`).
+async fn owned_page<T>(
+    db: &Db,
+    sql: &str,
+    owner: i64,
+    limit: i64,
+    offset: i64,
+    map: fn(&Row) -> T,
+) -> Result<Vec<T>> {
+    Ok(db
+        .rows(sql, &[&owner, &limit, &offset])
+        .await?
+        .iter()
+        .map(map)
+        .collect())
+}
+
+// ------------------------------------------------------------------ the demo world
+
+async fn demo_organization(
+    db: &Db,
+    parent: Parent,
+    o: &DemoOrganization,
+    now: i64,
+) -> Result<CreatedOrganization> {
+    let created = create_organization(db, parent, &o.fields, now).await?;
+    let org = created.id;
+    let second = create_site_row(db, org, &o.second_site, false, now).await?;
+    let site = |s: DemoSite| match s {
+        DemoSite::Default => created.default_site_id,
+        DemoSite::Second => second,
+    };
+    for (name, ip, prefix, s) in &o.internal_networks {
+        let f = InternalNetworkFields {
+            name: name.clone(),
+            ip_address: ip.clone(),
+            prefix_length: *prefix,
+            site_id: site(*s),
+        };
+        create_internal(db, org, &f, now).await?;
+    }
+    for (fields, hash) in &o.users {
+        create_user(db, org, fields, hash, now).await?;
+    }
+    for (n, at) in &o.networks {
+        insert_network(db, org, n, *at).await?;
+    }
+    for c in &o.roaming_computers {
+        insert_roaming(db, org, c).await?;
+    }
+    for (a, s, at) in &o.appliances {
+        let a = NewAppliance {
+            site_id: site(*s),
+            ..a.clone()
+        };
+        insert_appliance(db, org, &a, *at).await?;
+    }
+    insert_credential(db, &o.credential, Scope::Organization(org), now).await?;
+    Ok(created)
+}
+
+// ------------------------------------------------------------------ events and the domain list
+
+/// The organization of a live key held for an ingest: a shared advisory lock on it, which its
+/// deletion (`ORG_LOCK`, exclusive) waits for. Lighter than a row lock, which writes the row (and
+/// the WAL) once per request: this is taken by every request. Sent with `INGEST` in one round
+/// trip; `INGEST` starts after it has the lock, in a fresh snapshot (READ COMMITTED), so an
+/// organization deleted while it waited is seen as gone there.
+const INGEST_LOCK: &str = "SELECT pg_advisory_xact_lock_shared($2::bigint + organization_id)
+    FROM customer_keys WHERE key = $1 AND revoked_at IS NULL";
+
+/// One request's events stored and its names listed or refreshed, in one statement: the key is
+/// resolved (an organization deleted meanwhile makes `k` empty and the statement stores
+/// nothing; see `INGEST_LOCK`), the request's row
+/// inserted, the names already listed looked up once (one probe of the name index each) and
+/// those not seen this second refreshed through what that found (`lastSeenAt` only ever moves
+/// forward, whichever node's clock), and the new ones inserted in the order sent, with ids from
+/// the shared sequence, their paging counts added as delta rows. A name another request listed
+/// after this one's snapshot makes the insert fail on the unique index: nothing is stored and the
+/// ingest is tried again (rare; cheaper than an upsert's check of every name). Returns the
+/// organization (null for an unknown key), the request's id and the names added.
+const INGEST: &str = "WITH k AS (
+        SELECT o.id AS org FROM customer_keys c JOIN organizations o ON o.id = c.organization_id
+        WHERE c.key = $1 AND c.revoked_at IS NULL
+    ),
+    req AS (
+        INSERT INTO event_batches (organization_id, uuid, received_at, event_count, domains,
+            listed, events)
+        SELECT org, $2, $3, $4, $5, $6, $7 FROM k
+        RETURNING id
+    ),
+    listed AS (
+        SELECT d.name, d.last_seen_at FROM domains d
+        WHERE d.organization_id = (SELECT org FROM k) AND d.name = ANY($8::text[])
+    ),
+    touched AS (
+        UPDATE domains d SET last_seen_at = $3
+        FROM listed l
+        WHERE l.last_seen_at < $3 AND d.organization_id = (SELECT org FROM k)
+          AND d.name = l.name AND d.last_seen_at < $3
+        RETURNING 1
+    ),
+    added AS (
+        INSERT INTO domains (id, organization_id, name, created_at, last_seen_at)
+        SELECT nextval('domain_ids'), (SELECT org FROM k), n.name, $3, $3
+        FROM unnest($8::text[]) WITH ORDINALITY AS n(name, ord)
+        WHERE (SELECT org FROM k) IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM listed l WHERE l.name = n.name)
+        ORDER BY n.ord
+        RETURNING id
+    ),
+    counted AS (
+        INSERT INTO domain_count_deltas (organization_id, level, block, count)
+        SELECT (SELECT org FROM k), 0, id >> 16, count(*) FROM added GROUP BY id >> 16
+        UNION ALL
+        SELECT (SELECT org FROM k), 1, id >> 10, count(*) FROM added GROUP BY id >> 10
+    )
+    SELECT (SELECT org FROM k), (SELECT id FROM req), (SELECT count(*) FROM added),
+           (SELECT count(*) FROM touched)";
+
+/// What one try of an ingest ended with.
+enum Try {
+    Done(Ingested),
+    /// The database refused it in a way worth trying again (a deadlock): nothing was stored.
+    Again(StoreError),
+}
+
+impl Postgres {
+    /// One try of an ingest: BEGIN and the statement sent together (one round trip), then the
+    /// commit. A commit whose answer was lost with the connection is settled by looking for the
+    /// request's row on a new connection: a 202 always means stored, a 503 (almost always) not.
+    async fn ingest_once(&self, request: &Ingest, names: &[&str], batch_id: &str) -> Result<Try> {
+        let db = self.db().await?;
+        let st = db.stmt(INGEST).await?;
+        let lock = db.stmt(INGEST_LOCK).await?;
+        let b = &request.batch;
+        let count = b.event_count as i64;
+        let key: &str = &request.key;
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] = [
+            &key,
+            &batch_id,
+            &request.now,
+            &count,
+            &b.domains_json,
+            &b.listed_json,
+            &b.events_json,
+            &names,
+        ];
+        // Sent together: BEGIN first (each request is written to the connection when first
+        // polled, in this order), the lock, then the statement; one round trip.
+        let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key, &ORG_LOCK];
+        let (begin, locked, row) = tokio::join!(
+            db.client().batch_execute("BEGIN"),
+            db.client().query(&lock, &lock_params),
+            db.client().query_one(&st, &params)
+        );
+        if let Err(e) = begin {
+            return Err(classify(e));
+        }
+        if let Err(e) = locked {
+            db.rollback().await;
+            return Err(classify(e));
+        }
+        let row = match row {
+            Ok(r) => r,
+            Err(e) => {
+                // A deadlock (two batches refreshing the same names in another order) or a name
+                // listed meanwhile by another request: nothing was stored; worth another try.
+                let deadlock = matches!(super::sqlstate(&e), Some("40P01" | "40001" | "23505"));
+                let e = classify(e);
+                db.rollback().await;
+                return if deadlock { Ok(Try::Again(e)) } else { Err(e) };
+            }
+        };
+        let org: Option<i64> = row.get(0);
+        let Some(org) = org else {
+            db.rollback().await;
+            return Ok(Try::Done(Ingested::UnknownKey));
+        };
+        let request_id: i64 = row.get(1);
+        let added = row.get::<_, i64>(2) as u64;
+        if let Some(max) = request.new_domain_budget {
+            if added > max {
+                db.rollback().await;
+                return Ok(Try::Done(Ingested::OverBudget { would_add: added }));
+            }
+        }
+        if self.tracking_list_changes() && added > 0 {
+            if let Err(e) = record_list_change(&db, org).await {
+                db.rollback().await;
+                return Err(e);
+            }
+        }
+        let committing = Instant::now();
+        let committed = db.client().batch_execute("COMMIT").await;
+        self.inner
+            .metrics
+            .commit
+            .observe(super::nanos(committing.elapsed()));
+        match committed {
+            Ok(()) => Ok(Try::Done(Ingested::Stored { added })),
+            Err(e) => {
+                let e = classify(e);
+                match &e {
+                    StoreError::Unavailable(f) if f.kind == FaultKind::Disconnected => {
+                        drop(db);
+                        if self.stored(request_id).await? {
+                            Ok(Try::Done(Ingested::Stored { added }))
+                        } else {
+                            Err(e)
+                        }
+                    }
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Whether the request row `id` was stored, asked on a new connection until the database
+    /// answers or `VERIFY_FOR` has passed (then the answer is unknown: a fault).
+    async fn stored(&self, id: i64) -> Result<bool> {
+        let until = Instant::now() + VERIFY_FOR;
+        loop {
+            let r = async {
+                let db = self.db().await?;
+                db.opt("SELECT 1 FROM event_batches WHERE id = $1", &[&id])
+                    .await
+            }
+            .await;
+            match r {
+                Ok(row) => return Ok(row.is_some()),
+                Err(e) if Instant::now() >= until => return Err(e),
+                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+    }
+
+    /// Reads the database's size for `storage_stats` (which cannot wait for the database).
+    async fn refresh_database_size(&self) -> Result<()> {
+        let bytes: i64 = self
+            .read(|db| {
+                Box::pin(async move {
+                    Ok(db
+                        .one("SELECT pg_database_size(current_database())", &[])
+                        .await?
+                        .get(0))
+                })
+            })
+            .await?;
+        self.note_database_size(u64::try_from(bytes).unwrap_or(0));
+        Ok(())
+    }
+
+    /// Folds the paging counts' delta rows into one count per block, if any are waiting (one
+    /// node at a time; the others skip).
+    async fn fold_counts(&self) -> Result<()> {
+        let waiting = self
+            .read(|db| {
+                Box::pin(async move {
+                    Ok(db
+                        .opt("SELECT 1 FROM domain_count_deltas LIMIT 1", &[])
+                        .await?
+                        .is_some())
+                })
+            })
+            .await?;
+        if !waiting {
+            return Ok(());
+        }
+        self.write(|db| {
+            Box::pin(async move {
+                let mine: bool = db
+                    .one("SELECT pg_try_advisory_xact_lock($1)", &[&FOLD_LOCK])
+                    .await?
+                    .get(0);
+                if !mine {
+                    return Ok(());
+                }
+                let zero = db
+                    .rows(
+                        "WITH moved AS (
+                             DELETE FROM domain_count_deltas
+                             RETURNING organization_id, level, block, count
+                         )
+                         INSERT INTO domain_counts (organization_id, level, block, count)
+                         SELECT organization_id, level, block, sum(count)::bigint FROM moved
+                         GROUP BY organization_id, level, block
+                         ON CONFLICT (organization_id, level, block)
+                             DO UPDATE SET count = domain_counts.count + excluded.count
+                         RETURNING organization_id, level, block, count",
+                        &[],
+                    )
+                    .await?;
+                for r in zero.iter().filter(|r| r.get::<_, i64>(3) == 0) {
+                    db.exec(
+                        "DELETE FROM domain_counts
+                         WHERE organization_id = $1 AND level = $2 AND block = $3 AND count = 0",
+                        &[
+                            &r.get::<_, i64>(0),
+                            &r.get::<_, i16>(1),
+                            &r.get::<_, i64>(2),
+                        ],
+                    )
+                    .await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+}
+
+/// Deletes one entry (`by`: `id` or `name` is `$2`) of organization `$1`, takes it off the
+/// paging counts and records the list change, in one statement. Returns 1 if it was there.
+fn delete_domain_sql(by: &str) -> String {
+    format!(
+        "WITH gone AS (
+             DELETE FROM domains WHERE organization_id = $1 AND {by} = $2 RETURNING id
+         ),
+         uncounted AS (
+             INSERT INTO domain_count_deltas (organization_id, level, block, count)
+             SELECT $1, l.level, g.id >> l.shift, -1
+             FROM gone g CROSS JOIN (VALUES (0::smallint, 16), (1::smallint, 10)) AS l(level, shift)
+         ),
+         noted AS (
+             INSERT INTO list_changes (organization_id) SELECT $1 FROM gone
+             ON CONFLICT DO NOTHING
+         )
+         SELECT count(*) FROM gone"
+    )
+}
+
+/// The block sums of one level of an organization's paging counts, with their running total,
+/// blocks `$lo <= block < $hi` (counts and waiting deltas together).
+fn level_sums(level: (i16, u32), org: &str, lo: &str, hi: &str) -> String {
+    format!(
+        "SELECT block, n, (sum(n) OVER (ORDER BY block))::bigint AS upto FROM (
+             SELECT block, sum(count)::bigint AS n FROM (
+                 SELECT block, count FROM domain_counts
+                 WHERE organization_id = {org} AND level = {l} AND block >= {lo} AND block < {hi}
+                 UNION ALL
+                 SELECT block, count FROM domain_count_deltas
+                 WHERE organization_id = {org} AND level = {l} AND block >= {lo} AND block < {hi}
+             ) u GROUP BY block
+         ) g",
+        l = level.0
+    )
+}
+
+/// Page `$2` entries deep (the offset), `$3` entries, of key `$1`'s list, in one statement and
+/// so one snapshot: the key, the block of 65536 ids holding the offset, the block of 1024 inside
+/// it, and fewer than 1024 index entries skipped. Returns the organization (null for a key that
+/// is not live) and the page's entries, if any.
+fn page_sql() -> String {
+    let (_, s0) = LEVEL_SUPER;
+    let (_, s1) = LEVEL_BUCKET;
+    let per = 1i64 << (s0 - s1);
+    let org = "(SELECT org FROM k)";
+    let l0 = level_sums(LEVEL_SUPER, org, "-1", "9223372036854775807");
+    let l1 = level_sums(
+        LEVEL_BUCKET,
+        org,
+        &format!("(SELECT block FROM b0) * {per}"),
+        &format!("(SELECT block FROM b0) * {per} + {per}"),
+    );
+    format!(
+        "WITH k AS (
+             SELECT organization_id AS org FROM customer_keys
+             WHERE key = $1 AND revoked_at IS NULL
+         ),
+         b0 AS (
+             SELECT block, upto - n AS before FROM ({l0}) w
+             WHERE upto > $2 ORDER BY block LIMIT 1
+         ),
+         b1 AS (
+             SELECT block, (SELECT before FROM b0) + upto - n AS before FROM ({l1}) w
+             WHERE upto > $2 - (SELECT before FROM b0) ORDER BY block LIMIT 1
+         )
+         SELECT {org}, d.id, d.name, d.last_seen_at
+         FROM (SELECT 1) one LEFT JOIN LATERAL (
+             SELECT id, name, last_seen_at FROM domains
+             WHERE organization_id = {org} AND id >= (SELECT block FROM b1) << {s1}
+             ORDER BY id OFFSET $2 - (SELECT before FROM b1) LIMIT $3
+         ) d ON true"
+    )
+}
+
+/// The first page: no counts needed.
+const FIRST_PAGE: &str = "SELECT k.organization_id, d.id, d.name, d.last_seen_at
+    FROM customer_keys k LEFT JOIN LATERAL (
+        SELECT id, name, last_seen_at FROM domains
+        WHERE organization_id = k.organization_id ORDER BY id LIMIT $2
+    ) d ON true
+    WHERE k.key = $1 AND k.revoked_at IS NULL";
+
+/// `page_sql`, built once.
+static PAGE: std::sync::LazyLock<String> = std::sync::LazyLock::new(page_sql);
+
+impl Backend for Postgres {
+    // ------------------------------------------------------------ enforcement
+
+    async fn resolve_customer_key(&self, key: CustomerKey) -> Result<Option<i64>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .opt(
+                        "SELECT organization_id FROM customer_keys
+                         WHERE key = $1 AND revoked_at IS NULL",
+                        &[&&*key],
+                    )
+                    .await?
+                    .map(|r| r.get(0)))
+            })
+        })
+        .await
+    }
+
+    async fn ingest(&self, request: Ingest) -> Result<Ingested> {
+        let pg = self.clone();
+        // A task of its own: a request cancelled halfway still ends its transaction cleanly.
+        let r = tokio::spawn(async move {
+            let names: Vec<&str> = request.batch.to_list.iter().map(String::as_str).collect();
+            let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+            let batch_id = request
+                .batch_id
+                .hyphenated()
+                .encode_lower(&mut text)
+                .to_string();
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                pg.inner
+                    .writes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let started = Instant::now();
+                let outcome = pg.ingest_once(&request, &names, &batch_id).await;
+                let m = &pg.inner.metrics;
+                m.transaction.observe(super::nanos(started.elapsed()));
+                match outcome? {
+                    Try::Done(outcome) => {
+                        if matches!(outcome, Ingested::Stored { .. }) {
+                            pg.inner
+                                .commits
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            m.group_size.observe(1);
+                        }
+                        return Ok(outcome);
+                    }
+                    Try::Again(e) if tries > INGEST_RETRIES => return Err(e),
+                    Try::Again(_) => continue,
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|e| Err(StoreError::Internal(format!("a database task failed: {e}"))));
+        self.noted(r)
+    }
+
+    async fn list_domains(
+        &self,
+        key: CustomerKey,
+        page: u64,
+        limit: u64,
+    ) -> Result<Option<(Vec<DomainEntry>, bool)>> {
+        let Some(offset) = page.checked_sub(1).and_then(|p| p.checked_mul(limit)) else {
+            return self
+                .resolve_customer_key(key)
+                .await
+                .map(|o| o.map(|_| (Vec::new(), false)));
+        };
+        let Ok(offset) = i64::try_from(offset) else {
+            return self
+                .resolve_customer_key(key)
+                .await
+                .map(|o| o.map(|_| (Vec::new(), false)));
+        };
+        let take = (limit as i64).saturating_add(1);
+        let rows = self
+            .read(move |db| {
+                Box::pin(async move {
+                    if offset == 0 {
+                        db.rows(FIRST_PAGE, &[&&*key, &take]).await
+                    } else {
+                        db.rows(&PAGE, &[&&*key, &offset, &take]).await
+                    }
+                })
+            })
+            .await?;
+        let Some(first) = rows.first() else {
+            return Ok(None);
+        };
+        if first.get::<_, Option<i64>>(0).is_none() {
+            return Ok(None);
+        }
+        let mut entries: Vec<DomainEntry> = rows
+            .iter()
+            .filter_map(|r| {
+                Some(DomainEntry {
+                    id: r.get::<_, Option<i64>>(1)?,
+                    name: r.get(2),
+                    last_seen_at: r.get(3),
+                })
+            })
+            .collect();
+        let more = entries.len() as u64 > limit;
+        entries.truncate(limit as usize);
+        Ok(Some((entries, more)))
+    }
+
+    async fn delete_domain_by_id(&self, org: i64, id: i64) -> Result<bool> {
+        let n: i64 = self
+            .write(move |db| {
+                Box::pin(
+                    async move { Ok(db.one(&delete_domain_sql("id"), &[&org, &id]).await?.get(0)) },
+                )
+            })
+            .await?;
+        Ok(n > 0)
+    }
+
+    async fn delete_domain_by_name(&self, org: i64, name: String) -> Result<bool> {
+        let n: i64 = self
+            .write(move |db| {
+                Box::pin(async move {
+                    Ok(db
+                        .one(&delete_domain_sql("name"), &[&org, &name])
+                        .await?
+                        .get(0))
+                })
+            })
+            .await?;
+        Ok(n > 0)
+    }
+
+    async fn domain_counts(&self, limit: i64) -> Result<(i64, Vec<(i64, i64)>)> {
+        self.snapshot(move |db| {
+            Box::pin(async move {
+                let total: i64 = db
+                    .one("SELECT count(*) FROM organizations", &[])
+                    .await?
+                    .get(0);
+                // Every live entry is counted once at level 0: a block's row plus its deltas.
+                let rows = db
+                    .rows(
+                        "SELECT o.id,
+                                (coalesce((SELECT sum(count) FROM domain_counts
+                                            WHERE organization_id = o.id AND level = 0), 0)
+                               + coalesce((SELECT sum(count) FROM domain_count_deltas
+                                            WHERE organization_id = o.id AND level = 0), 0)
+                                )::bigint
+                           FROM organizations o ORDER BY o.id LIMIT $1",
+                        &[&limit],
+                    )
+                    .await?;
+                Ok((total, rows.iter().map(|r| (r.get(0), r.get(1))).collect()))
+            })
+        })
+        .await
+    }
+
+    async fn purge_step(&self) -> Result<Option<PurgeStep>> {
+        self.refresh_database_size().await?;
+        self.fold_counts().await?;
+        let pending = self
+            .read(|db| {
+                Box::pin(async move {
+                    Ok(db
+                        .opt("SELECT 1 FROM event_purges LIMIT 1", &[])
+                        .await?
+                        .is_some())
+                })
+            })
+            .await?;
+        if !pending {
+            return Ok(None);
+        }
+        self.write(|db| {
+            Box::pin(async move {
+                // Another node may be purging the first one: take the next.
+                let Some(r) = db
+                    .opt(
+                        "SELECT organization_id, up_to, done FROM event_purges
+                         ORDER BY organization_id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                        &[],
+                    )
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                let (org, up_to, done): (i64, i64, i64) = (r.get(0), r.get(1), r.get(2));
+                let to = done.saturating_add(PURGE_STEP_IDS).min(up_to);
+                let deleted = db
+                    .exec(
+                        "DELETE FROM event_batches
+                         WHERE id > $1 AND id <= $2 AND organization_id = $3",
+                        &[&done, &to, &org],
+                    )
+                    .await?;
+                let finished = to >= up_to;
+                if finished {
+                    db.exec(
+                        "DELETE FROM event_purges WHERE organization_id = $1",
+                        &[&org],
+                    )
+                    .await?;
+                } else {
+                    db.exec(
+                        "UPDATE event_purges SET done = $2 WHERE organization_id = $1",
+                        &[&org, &to],
+                    )
+                    .await?;
+                }
+                Ok(Some(PurgeStep {
+                    organization_id: org,
+                    deleted: deleted as usize,
+                    finished,
+                }))
+            })
+        })
+        .await
+    }
+
+    async fn event_count(&self, org: i64) -> Result<i64> {
+        self.read(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .one(
+                        "SELECT coalesce(sum(event_count), 0)::bigint FROM event_batches
+                         WHERE organization_id = $1",
+                        &[&org],
+                    )
+                    .await?
+                    .get(0))
+            })
+        })
+        .await
+    }
+
+    async fn listed_names(&self, org: i64) -> Result<Vec<String>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .rows(
+                        "SELECT name FROM domains WHERE organization_id = $1 ORDER BY id",
+                        &[&org],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ tenants and credentials
+
+    async fn find_credential(&self, api_key: String) -> Result<Option<StoredCredential>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let row = db
+                    .opt(
+                        "SELECT secret_hash, service_provider_id, msp_id, organization_id
+                         FROM api_credentials WHERE api_key = $1 AND revoked_at IS NULL",
+                        &[&api_key],
+                    )
+                    .await?;
+                Ok(row.map(|r| {
+                    let scope = match (
+                        r.get::<_, Option<i64>>(1),
+                        r.get::<_, Option<i64>>(2),
+                        r.get::<_, Option<i64>>(3),
+                    ) {
+                        (Some(id), _, _) => Scope::ServiceProvider(id),
+                        (None, Some(id), _) => Scope::Msp(id),
+                        (None, None, Some(id)) => Scope::Organization(id),
+                        // The CHECK constraint makes this unreachable; a hidden credential.
+                        (None, None, None) => Scope::Organization(-1),
+                    };
+                    StoredCredential {
+                        scope,
+                        secret_hash: r.get(0),
+                    }
+                }))
+            })
+        })
+        .await
+    }
+
+    async fn organization_visible(&self, scope: Scope, org: i64) -> Result<bool> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let row = db
+                    .opt(
+                        "SELECT service_provider_id, msp_id FROM organizations WHERE id = $1",
+                        &[&org],
+                    )
+                    .await?;
+                Ok(match (row, scope) {
+                    (None, _) => false,
+                    (Some(_), Scope::Organization(o)) => o == org,
+                    (Some(r), Scope::ServiceProvider(s)) => r.get::<_, Option<i64>>(0) == Some(s),
+                    (Some(r), Scope::Msp(m)) => r.get::<_, Option<i64>>(1) == Some(m),
+                })
+            })
+        })
+        .await
+    }
+
+    async fn scope_exists(&self, scope: Scope) -> Result<bool> {
+        self.read(move |db| Box::pin(async move { scope_exists(db, scope, false).await }))
+            .await
+    }
+
+    async fn has_tenants(&self) -> Result<bool> {
+        self.read(|db| Box::pin(async move { has_tenants(db).await }))
+            .await
+    }
+
+    async fn create_service_provider(&self, sp: NewServiceProvider, now: i64) -> Result<i64> {
+        self.write(move |db| {
+            Box::pin(async move {
+                check_package(db, Some(sp.package_id)).await?;
+                create_service_provider(db, &sp, now).await
+            })
+        })
+        .await
+    }
+
+    async fn create_msp(&self, name: String, now: i64) -> Result<i64> {
+        self.write(move |db| Box::pin(async move { create_msp(db, &name, now).await }))
+            .await
+    }
+
+    async fn create_organization(
+        &self,
+        parent: Parent,
+        fields: OrgFields,
+        now: i64,
+    ) -> Result<CreatedOrganization> {
+        self.write(move |db| {
+            Box::pin(async move {
+                check_parent(db, parent).await?;
+                check_package(db, fields.package_id).await?;
+                create_organization(db, parent, &fields, now).await
+            })
+        })
+        .await
+    }
+
+    async fn delete_organization(&self, org: i64) -> Result<bool> {
+        self.write(move |db| {
+            Box::pin(async move {
+                if !lock_for_delete(db, org).await? {
+                    return Ok(false);
+                }
+                delete_locked_organization(db, org).await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    async fn service_provider_package(&self, sp: i64) -> Result<Option<i64>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .opt(
+                        "SELECT package_id FROM service_providers WHERE id = $1",
+                        &[&sp],
+                    )
+                    .await?
+                    .map(|r| r.get(0)))
+            })
+        })
+        .await
+    }
+
+    async fn create_customer_key(&self, org: i64, now: i64) -> Result<String> {
+        self.write_org(org, move |db| {
+            Box::pin(async move { create_customer_key(db, org, now).await })
+        })
+        .await
+    }
+
+    async fn list_customer_keys(&self, org: i64) -> Result<Vec<CustomerKeyInfo>> {
+        self.snapshot(move |db| {
+            Box::pin(async move {
+                if !organization_exists(db, org).await? {
+                    return Err(StoreError::NotFound);
+                }
+                Ok(db
+                    .rows(
+                        "SELECT key, organization_id, created_at, revoked_at FROM customer_keys
+                         WHERE organization_id = $1 ORDER BY created_at, key COLLATE \"C\"",
+                        &[&org],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| CustomerKeyInfo {
+                        key: r.get(0),
+                        organization_id: r.get(1),
+                        created_at: rfc3339(r.get(2)),
+                        revoked_at: r.get::<_, Option<i64>>(3).map(rfc3339),
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    async fn revoke_customer_key(&self, key: String, now: i64) -> Result<bool> {
+        self.write(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .exec(
+                        "UPDATE customer_keys SET revoked_at = $2
+                         WHERE key = $1 AND revoked_at IS NULL",
+                        &[&key, &now],
+                    )
+                    .await?
+                    > 0)
+            })
+        })
+        .await
+    }
+
+    async fn rotate_customer_key(&self, org: i64, now: i64) -> Result<(String, Vec<String>)> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let revoked: Vec<String> = db
+                    .rows(
+                        "UPDATE customer_keys SET revoked_at = $2
+                         WHERE organization_id = $1 AND revoked_at IS NULL
+                         RETURNING key, created_at",
+                        &[&org, &now],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| (r.get::<_, i64>(1), r.get::<_, String>(0)))
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
+                    .map(|(_, k)| k)
+                    .collect();
+                let key = create_customer_key(db, org, now).await?;
+                Ok((key, revoked))
+            })
+        })
+        .await
+    }
+
+    async fn create_credential(
+        &self,
+        scope: Scope,
+        credential: NewCredential,
+        now: i64,
+    ) -> Result<()> {
+        self.write(move |db| {
+            Box::pin(async move {
+                if !scope_exists(db, scope, true).await? {
+                    return Err(StoreError::NotFound);
+                }
+                insert_credential(db, &credential, scope, now).await
+            })
+        })
+        .await
+    }
+
+    async fn list_credentials(&self) -> Result<Vec<CredentialInfo>> {
+        self.read(|db| {
+            Box::pin(async move {
+                Ok(db
+                    .rows(
+                        "SELECT api_key, service_provider_id, msp_id, organization_id, label,
+                                created_at, revoked_at
+                         FROM api_credentials ORDER BY created_at, api_key COLLATE \"C\"",
+                        &[],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| {
+                        let scope = match (
+                            r.get::<_, Option<i64>>(1),
+                            r.get::<_, Option<i64>>(2),
+                            r.get::<_, Option<i64>>(3),
+                        ) {
+                            (Some(id), _, _) => Scope::ServiceProvider(id),
+                            (None, Some(id), _) => Scope::Msp(id),
+                            (None, None, id) => Scope::Organization(id.unwrap_or(-1)),
+                        };
+                        CredentialInfo {
+                            api_key: r.get(0),
+                            scope,
+                            label: r.get(4),
+                            created_at: rfc3339(r.get(5)),
+                            revoked_at: r.get::<_, Option<i64>>(6).map(rfc3339),
+                        }
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    async fn revoke_credential(&self, api_key: String, now: i64) -> Result<bool> {
+        self.write(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .exec(
+                        "UPDATE api_credentials SET revoked_at = $2
+                         WHERE api_key = $1 AND revoked_at IS NULL",
+                        &[&api_key, &now],
+                    )
+                    .await?
+                    > 0)
+            })
+        })
+        .await
+    }
+
+    async fn create_demo_world(&self, world: DemoWorld, now: i64) -> Result<Option<DemoIds>> {
+        self.write(move |db| {
+            Box::pin(async move {
+                // Nodes starting at once take turns here: the first creates the world, the
+                // others (READ COMMITTED: a fresh snapshot after the lock) find its tenants.
+                db.exec("SELECT pg_advisory_xact_lock($1)", &[&DEMO_LOCK])
+                    .await?;
+                if has_tenants(db).await? {
+                    return Ok(None);
+                }
+                let provider = create_service_provider(db, &world.provider, now).await?;
+                insert_credential(
+                    db,
+                    &world.provider_credential,
+                    Scope::ServiceProvider(provider),
+                    now,
+                )
+                .await?;
+                let msp = create_msp(db, &world.msp_name, now).await?;
+                insert_credential(db, &world.msp_credential, Scope::Msp(msp), now).await?;
+                let first = demo_organization(
+                    db,
+                    Parent::ServiceProvider(provider),
+                    &world.provider_customer,
+                    now,
+                )
+                .await?;
+                let second =
+                    demo_organization(db, Parent::Msp(msp), &world.msp_customer, now).await?;
+                Ok(Some(DemoIds {
+                    provider,
+                    msp,
+                    organizations: [first, second],
+                }))
+            })
+        })
+        .await
+    }
+
+    async fn list_service_providers(&self) -> Result<Vec<ServiceProviderInfo>> {
+        self.read(|db| {
+            Box::pin(async move {
+                Ok(db
+                    .rows(
+                        "SELECT s.id, s.name, s.package_id, s.seats_total,
+                                (SELECT count(*) FROM organizations o
+                                 WHERE o.service_provider_id = s.id),
+                                s.created_at
+                         FROM service_providers s ORDER BY s.id",
+                        &[],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| ServiceProviderInfo {
+                        id: r.get(0),
+                        name: r.get(1),
+                        package_id: r.get(2),
+                        seats_total: r.get(3),
+                        customer_count: r.get(4),
+                        created_at: rfc3339(r.get(5)),
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    async fn list_msps(&self) -> Result<Vec<MspInfo>> {
+        self.read(|db| {
+            Box::pin(async move {
+                Ok(db
+                    .rows(
+                        "SELECT m.id, m.name,
+                                (SELECT count(*) FROM organizations o WHERE o.msp_id = m.id),
+                                m.created_at
+                         FROM msps m ORDER BY m.id",
+                        &[],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| MspInfo {
+                        id: r.get(0),
+                        name: r.get(1),
+                        customer_count: r.get(2),
+                        created_at: rfc3339(r.get(3)),
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    async fn list_organizations(&self) -> Result<Vec<OrganizationInfo>> {
+        self.read(|db| {
+            Box::pin(async move {
+                Ok(db
+                    .rows(
+                        "SELECT id, name, service_provider_id, msp_id, seats, created_at
+                         FROM organizations ORDER BY id",
+                        &[],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| OrganizationInfo {
+                        id: r.get(0),
+                        name: r.get(1),
+                        service_provider_id: r.get(2),
+                        msp_id: r.get(3),
+                        seats: r.get(4),
+                        created_at: rfc3339(r.get(5)),
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    async fn delete_service_provider(&self, sp: i64) -> Result<()> {
+        self.write(move |db| {
+            Box::pin(async move {
+                delete_parent(db, "service_providers", "service_provider_id", sp).await
+            })
+        })
+        .await
+    }
+
+    async fn delete_msp(&self, msp: i64) -> Result<()> {
+        self.write(move |db| {
+            Box::pin(async move { delete_parent(db, "msps", "msp_id", msp).await })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ customers
+
+    async fn service_provider(&self, sp: i64) -> Result<Option<ServiceProviderRecord>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .opt(
+                        "SELECT p.name, s.seats_total, s.status, s.rebill_at, s.expires_at,
+                                (SELECT count(*) FROM organizations o
+                                 WHERE o.service_provider_id = s.id),
+                                (SELECT coalesce(sum(o.seats), 0)::bigint FROM organizations o
+                                 WHERE o.service_provider_id = s.id)
+                         FROM service_providers s JOIN packages p ON p.id = s.package_id
+                         WHERE s.id = $1",
+                        &[&sp],
+                    )
+                    .await?
+                    .map(|r| ServiceProviderRecord {
+                        package_name: r.get(0),
+                        seats_total: r.get(1),
+                        status: r.get(2),
+                        rebill_at: r.get::<_, Option<i64>>(3).map(rfc3339),
+                        expires_at: r.get::<_, Option<i64>>(4).map(rfc3339),
+                        customer_count: r.get(5),
+                        seats_used: r.get(6),
+                    }))
+            })
+        })
+        .await
+    }
+
+    async fn list_customers(
+        &self,
+        parent: Parent,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<CustomerRecord>> {
+        let Some((cond, id)) = parent_filter(parent) else {
+            return Ok(Vec::new());
+        };
+        self.read(move |db| {
+            Box::pin(async move {
+                let sql =
+                    format!("{CUSTOMER_SELECT} WHERE {cond} ORDER BY o.id LIMIT $2 OFFSET $3");
+                owned_page(db, &sql, id, limit, offset, customer).await
+            })
+        })
+        .await
+    }
+
+    async fn get_customer(&self, parent: Parent, customer: i64) -> Result<Option<CustomerRecord>> {
+        self.read(move |db| Box::pin(async move { get_customer(db, parent, customer).await }))
+            .await
+    }
+
+    async fn create_customer(
+        &self,
+        parent: Parent,
+        fields: OrgFields,
+        now: i64,
+    ) -> Result<CustomerRecord> {
+        self.write(move |db| {
+            Box::pin(async move {
+                check_parent(db, parent).await?;
+                check_package(db, fields.package_id).await?;
+                let created = create_organization(db, parent, &fields, now).await?;
+                get_customer(db, parent, created.id)
+                    .await?
+                    .ok_or_else(|| StoreError::Internal("customer vanished".into()))
+            })
+        })
+        .await
+    }
+
+    async fn update_customer(
+        &self,
+        parent: Parent,
+        customer: i64,
+        fields: OrgFields,
+        now: i64,
+    ) -> Result<CustomerRecord> {
+        self.write(move |db| {
+            Box::pin(async move {
+                check_package(db, fields.package_id).await?;
+                found(get_customer(db, parent, customer).await?)?;
+                match parent {
+                    Parent::Msp(_) => {
+                        db.exec(
+                            "UPDATE organizations SET name = $2, seats = $3, modified_at = $4
+                             WHERE id = $1",
+                            &[&customer, &fields.name, &fields.seats, &now],
+                        )
+                        .await?;
+                    }
+                    _ => {
+                        let admin = json_list(&fields.admin_emails);
+                        let ccw = json_list(&fields.ccw_deal_owner_emails);
+                        db.exec(
+                            "UPDATE organizations SET name = $2, seats = $3, package_id = $4,
+                                street_address = $5, street_address2 = $6, city = $7, state = $8,
+                                country_code = $9, zip_code = $10, deal_id = $11,
+                                admin_emails = $12, ccw_deal_owner_emails = $13, modified_at = $14
+                             WHERE id = $1",
+                            &[
+                                &customer,
+                                &fields.name,
+                                &fields.seats,
+                                &fields.package_id,
+                                &fields.street_address,
+                                &fields.street_address2,
+                                &fields.city,
+                                &fields.state,
+                                &fields.country_code,
+                                &fields.zip_code,
+                                &fields.deal_id,
+                                &admin,
+                                &ccw,
+                                &now,
+                            ],
+                        )
+                        .await?;
+                    }
+                }
+                found(get_customer(db, parent, customer).await?)
+            })
+        })
+        .await
+    }
+
+    async fn delete_customer(&self, parent: Parent, customer: i64) -> Result<CustomerRecord> {
+        self.write(move |db| {
+            Box::pin(async move {
+                if !lock_for_delete(db, customer).await? {
+                    return Err(StoreError::NotFound);
+                }
+                let rec = found(get_customer(db, parent, customer).await?)?;
+                delete_locked_organization(db, customer).await?;
+                Ok(rec)
+            })
+        })
+        .await
+    }
+
+    async fn list_packages(&self) -> Result<Vec<Package>> {
+        self.read(|db| {
+            Box::pin(async move {
+                Ok(db
+                    .rows("SELECT id, name FROM packages ORDER BY id", &[])
+                    .await?
+                    .iter()
+                    .map(|r| Package {
+                        id: r.get(0),
+                        name: r.get(1),
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    async fn package_exists(&self, id: i64) -> Result<bool> {
+        self.read(move |db| Box::pin(async move { package_exists(db, id).await }))
+            .await
+    }
+
+    // ------------------------------------------------------------ networks
+
+    async fn list_networks(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<NetworkRecord>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let sql = format!("{NETWORK_SELECT} ORDER BY origin_id LIMIT $2 OFFSET $3");
+                owned_page(db, &sql, org, limit, offset, network).await
+            })
+        })
+        .await
+    }
+
+    async fn get_network(&self, org: i64, id: i64) -> Result<Option<NetworkRecord>> {
+        self.read(move |db| Box::pin(async move { get_network(db, org, id).await }))
+            .await
+    }
+
+    async fn delete_network(&self, org: i64, id: i64) -> Result<NetworkRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let rec = found(get_network(db, org, id).await?)?;
+                db.exec(
+                    "DELETE FROM networks WHERE organization_id = $1 AND origin_id = $2",
+                    &[&org, &id],
+                )
+                .await?;
+                Ok(rec)
+            })
+        })
+        .await
+    }
+
+    async fn register_network(
+        &self,
+        org: i64,
+        network: NewNetwork,
+        now: i64,
+    ) -> Result<NetworkRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move { insert_network(db, org, &network, now).await })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ roaming computers
+
+    async fn list_roaming_computers(
+        &self,
+        org: i64,
+        filter: RoamingFilter,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<RoamingComputerRecord>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let sql = format!(
+                    "{ROAMING_SELECT} AND ($2::text IS NULL OR status = $2)
+                        AND ($3::bigint IS NULL OR last_sync < $3)
+                        AND ($4::bigint IS NULL OR last_sync > $4)
+                     ORDER BY origin_id LIMIT $5 OFFSET $6"
+                );
+                // The name filter folds case beyond ASCII, in Rust as on SQLite; paging follows.
+                let Some(needle) = filter.name.as_deref().map(str::to_lowercase) else {
+                    return Ok(db
+                        .rows(
+                            &sql,
+                            &[
+                                &org,
+                                &filter.status,
+                                &filter.before,
+                                &filter.after,
+                                &limit,
+                                &offset,
+                            ],
+                        )
+                        .await?
+                        .iter()
+                        .map(roaming)
+                        .collect());
+                };
+                let all: Option<i64> = None;
+                let zero = 0i64;
+                let rows = db
+                    .rows(
+                        &sql,
+                        &[
+                            &org,
+                            &filter.status,
+                            &filter.before,
+                            &filter.after,
+                            &all,
+                            &zero,
+                        ],
+                    )
+                    .await?;
+                Ok(rows
+                    .iter()
+                    .map(roaming)
+                    .filter(|r| r.name.to_lowercase().contains(&needle))
+                    .skip(offset.max(0) as usize)
+                    .take(limit.max(0) as usize)
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    async fn get_roaming_computer(
+        &self,
+        org: i64,
+        device: String,
+    ) -> Result<Option<RoamingComputerRecord>> {
+        self.read(move |db| Box::pin(async move { get_roaming(db, org, &device).await }))
+            .await
+    }
+
+    async fn rename_roaming_computer(
+        &self,
+        org: i64,
+        device: String,
+        name: String,
+    ) -> Result<RoamingComputerRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                db.exec(
+                    "UPDATE roaming_computers SET name = $3
+                     WHERE organization_id = $1 AND device_id = $2",
+                    &[&org, &device.to_ascii_lowercase(), &name],
+                )
+                .await?;
+                found(get_roaming(db, org, &device).await?)
+            })
+        })
+        .await
+    }
+
+    async fn delete_roaming_computer(
+        &self,
+        org: i64,
+        device: String,
+    ) -> Result<RoamingComputerRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let rec = found(get_roaming(db, org, &device).await?)?;
+                db.exec(
+                    "DELETE FROM roaming_computers WHERE organization_id = $1 AND device_id = $2",
+                    &[&org, &device.to_ascii_lowercase()],
+                )
+                .await?;
+                Ok(rec)
+            })
+        })
+        .await
+    }
+
+    async fn register_roaming_computer(
+        &self,
+        org: i64,
+        computer: NewRoamingComputer,
+    ) -> Result<RoamingComputerRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                insert_roaming(db, org, &computer).await?.ok_or_else(|| {
+                    StoreError::Conflict(format!(
+                        "organization {org} already has a roaming computer with deviceId {}",
+                        computer.device_id
+                    ))
+                })
+            })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ internal networks
+
+    async fn list_internal_networks(
+        &self,
+        org: i64,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<InternalNetworkRecord>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let sql = format!(
+                    "{INTERNAL_SELECT} WHERE n.organization_id = $1 ORDER BY n.origin_id
+                     LIMIT $2 OFFSET $3"
+                );
+                owned_page(db, &sql, org, limit, offset, internal).await
+            })
+        })
+        .await
+    }
+
+    async fn get_internal_network(
+        &self,
+        org: i64,
+        id: i64,
+    ) -> Result<Option<InternalNetworkRecord>> {
+        self.read(move |db| Box::pin(async move { get_internal(db, org, id).await }))
+            .await
+    }
+
+    async fn create_internal_network(
+        &self,
+        org: i64,
+        fields: InternalNetworkFields,
+        now: i64,
+    ) -> Result<InternalNetworkRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                check_site(db, org, fields.site_id).await?;
+                create_internal(db, org, &fields, now).await
+            })
+        })
+        .await
+    }
+
+    async fn update_internal_network(
+        &self,
+        org: i64,
+        id: i64,
+        fields: InternalNetworkFields,
+        now: i64,
+    ) -> Result<InternalNetworkRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                check_site(db, org, fields.site_id).await?;
+                db.exec(
+                    "UPDATE internal_networks SET name = $3, ip_address = $4, prefix_length = $5,
+                        site_id = $6, modified_at = $7
+                     WHERE organization_id = $1 AND origin_id = $2",
+                    &[
+                        &org,
+                        &id,
+                        &fields.name,
+                        &fields.ip_address,
+                        &fields.prefix_length,
+                        &fields.site_id,
+                        &now,
+                    ],
+                )
+                .await?;
+                found(get_internal(db, org, id).await?)
+            })
+        })
+        .await
+    }
+
+    async fn delete_internal_network(&self, org: i64, id: i64) -> Result<InternalNetworkRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let rec = found(get_internal(db, org, id).await?)?;
+                db.exec(
+                    "DELETE FROM internal_networks WHERE organization_id = $1 AND origin_id = $2",
+                    &[&org, &id],
+                )
+                .await?;
+                Ok(rec)
+            })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ virtual appliances
+
+    async fn list_appliances(
+        &self,
+        org: i64,
+        limit: i64,
+        offset: i64,
+    ) -> Result<Vec<ApplianceRecord>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let sql = format!("{APPLIANCE_SELECT} ORDER BY origin_id LIMIT $2 OFFSET $3");
+                owned_page(db, &sql, org, limit, offset, appliance).await
+            })
+        })
+        .await
+    }
+
+    async fn get_appliance(&self, org: i64, id: i64) -> Result<Option<ApplianceRecord>> {
+        self.read(move |db| Box::pin(async move { get_appliance(db, org, id).await }))
+            .await
+    }
+
+    async fn move_appliance(
+        &self,
+        org: i64,
+        id: i64,
+        site: i64,
+        now: i64,
+    ) -> Result<ApplianceRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                check_site(db, org, site).await?;
+                db.exec(
+                    "UPDATE virtual_appliances SET site_id = $3, modified_at = $4
+                     WHERE organization_id = $1 AND origin_id = $2",
+                    &[&org, &id, &site, &now],
+                )
+                .await?;
+                found(get_appliance(db, org, id).await?)
+            })
+        })
+        .await
+    }
+
+    async fn delete_appliance(&self, org: i64, id: i64) -> Result<ApplianceRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let rec = found(get_appliance(db, org, id).await?)?;
+                db.exec(
+                    "DELETE FROM virtual_appliances WHERE organization_id = $1 AND origin_id = $2",
+                    &[&org, &id],
+                )
+                .await?;
+                Ok(rec)
+            })
+        })
+        .await
+    }
+
+    async fn register_appliance(
+        &self,
+        org: i64,
+        appliance: NewAppliance,
+        now: i64,
+    ) -> Result<ApplianceRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                check_site(db, org, appliance.site_id).await?;
+                insert_appliance(db, org, &appliance, now).await
+            })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ sites
+
+    async fn list_sites(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<SiteRecord>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let sql = format!(
+                    "{SITE_SELECT} WHERE s.organization_id = $1 ORDER BY s.id LIMIT $2 OFFSET $3"
+                );
+                owned_page(db, &sql, org, limit, offset, site).await
+            })
+        })
+        .await
+    }
+
+    async fn get_site(&self, org: i64, id: i64) -> Result<Option<SiteRecord>> {
+        self.read(move |db| Box::pin(async move { get_site(db, org, id).await }))
+            .await
+    }
+
+    async fn create_site(&self, org: i64, name: String, now: i64) -> Result<SiteRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let id = create_site_row(db, org, &name, false, now).await?;
+                get_site(db, org, id)
+                    .await?
+                    .ok_or_else(|| StoreError::Internal("site vanished".into()))
+            })
+        })
+        .await
+    }
+
+    async fn rename_site(&self, org: i64, id: i64, name: String, now: i64) -> Result<SiteRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                db.exec(
+                    "UPDATE sites SET name = $3, modified_at = $4
+                     WHERE organization_id = $1 AND id = $2",
+                    &[&org, &id, &name, &now],
+                )
+                .await?;
+                found(get_site(db, org, id).await?)
+            })
+        })
+        .await
+    }
+
+    async fn delete_site(&self, org: i64, id: i64) -> Result<SiteRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                // Held first: what moves into the site meanwhile waits, and is then refused.
+                if db
+                    .opt(
+                        "SELECT 1 FROM sites WHERE organization_id = $1 AND id = $2 FOR UPDATE",
+                        &[&org, &id],
+                    )
+                    .await?
+                    .is_none()
+                {
+                    return Err(StoreError::NotFound);
+                }
+                let rec = found(get_site(db, org, id).await?)?;
+                if rec.is_default {
+                    return Err(StoreError::Conflict(
+                        "the default site cannot be deleted".into(),
+                    ));
+                }
+                if rec.internal_network_count > 0 || rec.va_count > 0 {
+                    return Err(StoreError::Conflict(format!(
+                        "site {id} still has {} internal network(s) and {} virtual appliance(s); \
+                         move or delete them first",
+                        rec.internal_network_count, rec.va_count
+                    )));
+                }
+                db.exec(
+                    "DELETE FROM sites WHERE organization_id = $1 AND id = $2",
+                    &[&org, &id],
+                )
+                .await?;
+                Ok(rec)
+            })
+        })
+        .await
+    }
+
+    async fn default_site(&self, org: i64) -> Result<Option<i64>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .opt(
+                        "SELECT id FROM sites WHERE organization_id = $1 AND is_default",
+                        &[&org],
+                    )
+                    .await?
+                    .map(|r| r.get(0)))
+            })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ users and roles
+
+    async fn list_users(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<UserRecord>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let sql = format!(
+                    "{USER_SELECT} WHERE u.organization_id = $1 ORDER BY u.id LIMIT $2 OFFSET $3"
+                );
+                owned_page(db, &sql, org, limit, offset, user).await
+            })
+        })
+        .await
+    }
+
+    async fn get_user(&self, org: i64, id: i64) -> Result<Option<UserRecord>> {
+        self.read(move |db| Box::pin(async move { get_user(db, org, id).await }))
+            .await
+    }
+
+    async fn role_exists(&self, id: i64) -> Result<bool> {
+        self.read(move |db| Box::pin(async move { role_exists(db, id).await }))
+            .await
+    }
+
+    async fn create_user(
+        &self,
+        org: i64,
+        fields: UserFields,
+        password_hash: String,
+        now: i64,
+    ) -> Result<UserRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                if !role_exists(db, fields.role_id).await? {
+                    return Err(StoreError::Invalid(UNKNOWN_ROLE.into()));
+                }
+                // The unique index decides, against every node's concurrent creations.
+                create_user(db, org, &fields, &password_hash, now)
+                    .await?
+                    .ok_or_else(|| email_conflict(&fields.email))
+            })
+        })
+        .await
+    }
+
+    async fn delete_user(&self, org: i64, id: i64) -> Result<UserRecord> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let rec = found(get_user(db, org, id).await?)?;
+                db.exec(
+                    "DELETE FROM users WHERE organization_id = $1 AND id = $2",
+                    &[&org, &id],
+                )
+                .await?;
+                Ok(rec)
+            })
+        })
+        .await
+    }
+
+    async fn list_roles(&self, limit: i64, offset: i64) -> Result<Vec<Role>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                Ok(db
+                    .rows(
+                        "SELECT id, label FROM roles ORDER BY id LIMIT $1 OFFSET $2",
+                        &[&limit, &offset],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| Role {
+                        role_id: r.get(0),
+                        label: r.get(1),
+                        organization_id: 0,
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
+    // ------------------------------------------------------------ enforcement on the appliance
+
+    async fn allow_add(&self, org: i64, name: String, now: i64) -> Result<bool> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let n = db
+                    .exec(
+                        "INSERT INTO allow_list (organization_id, name, created_at)
+                         VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+                        &[&org, &name, &now],
+                    )
+                    .await?;
+                changed(db, org, n > 0).await
+            })
+        })
+        .await
+    }
+
+    async fn allow_remove(&self, org: i64, name: String) -> Result<bool> {
+        self.write_org(org, move |db| {
+            Box::pin(async move {
+                let n = db
+                    .exec(
+                        "DELETE FROM allow_list WHERE organization_id = $1 AND name = $2",
+                        &[&org, &name],
+                    )
+                    .await?;
+                changed(db, org, n > 0).await
+            })
+        })
+        .await
+    }
+
+    async fn allow_list(&self, org: i64) -> Result<Vec<String>> {
+        self.snapshot(move |db| {
+            Box::pin(async move {
+                if !organization_exists(db, org).await? {
+                    return Err(StoreError::NotFound);
+                }
+                allow_list(db, org).await
+            })
+        })
+        .await
+    }
+
+    async fn verdict(&self, org: i64, name: String) -> Result<Verdict> {
+        self.snapshot(move |db| {
+            Box::pin(async move {
+                if !organization_exists(db, org).await? {
+                    return Err(StoreError::NotFound);
+                }
+                let candidates: Vec<&str> = self_and_parents(&name).collect();
+                let first = async |table: &str| -> Result<Option<String>> {
+                    let sql = format!(
+                        "SELECT name FROM {table} WHERE organization_id = $1 AND name = ANY($2)"
+                    );
+                    let hits: Vec<String> = db
+                        .rows(&sql, &[&org, &candidates])
+                        .await?
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    Ok(candidates
+                        .iter()
+                        .find(|c| hits.iter().any(|h| h == *c))
+                        .map(|c| c.to_string()))
+                };
+                let listed_as = first("domains").await?;
+                let allowed_by = first("allow_list").await?;
+                Ok(Verdict {
+                    name: name.clone(),
+                    blocked: listed_as.is_some() && allowed_by.is_none(),
+                    listed_as,
+                    allowed_by,
+                })
+            })
+        })
+        .await
+    }
+
+    async fn effective_block_list(&self, org: i64) -> Result<(Vec<String>, Vec<String>)> {
+        self.snapshot(move |db| {
+            Box::pin(async move {
+                if !organization_exists(db, org).await? {
+                    return Err(StoreError::NotFound);
+                }
+                let allowed: std::collections::HashSet<String> =
+                    allow_list(db, org).await?.into_iter().collect();
+                let covered = |name: &str| self_and_parents(name).any(|n| allowed.contains(n));
+                let rows = db
+                    .rows(
+                        "SELECT name FROM domains WHERE organization_id = $1 ORDER BY id",
+                        &[&org],
+                    )
+                    .await?;
+                let mut blocked = Vec::new();
+                let mut listed = std::collections::HashSet::new();
+                for r in &rows {
+                    let name: String = r.get(0);
+                    if !covered(&name) {
+                        blocked.push(name.clone());
+                    }
+                    listed.insert(name);
+                }
+                let mut exceptions: Vec<String> = allowed
+                    .iter()
+                    .filter(|a| self_and_parents(a).skip(1).any(|p| listed.contains(p)))
+                    .cloned()
+                    .collect();
+                exceptions.sort();
+                Ok((blocked, exceptions))
+            })
+        })
+        .await
+    }
+
+    async fn take_list_changes(&self) -> Result<Vec<i64>> {
+        self.write(|db| {
+            Box::pin(async move {
+                let mut ids: Vec<i64> = db
+                    .rows("DELETE FROM list_changes RETURNING organization_id", &[])
+                    .await?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                ids.sort_unstable();
+                Ok(ids)
+            })
+        })
+        .await
+    }
+}
+
+async fn has_tenants(db: &Db) -> Result<bool> {
+    Ok(db
+        .one(
+            "SELECT EXISTS (SELECT 1 FROM service_providers) OR EXISTS (SELECT 1 FROM msps)
+                 OR EXISTS (SELECT 1 FROM organizations)",
+            &[],
+        )
+        .await?
+        .get(0))
+}
+
+async fn allow_list(db: &Db, org: i64) -> Result<Vec<String>> {
+    Ok(db
+        .rows(
+            "SELECT name FROM allow_list WHERE organization_id = $1 ORDER BY name COLLATE \"C\"",
+            &[&org],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// Deletes a service provider or MSP (`table`) that has no customers, with its credentials. Its
+/// row is held first, so that no customer can be created under it meanwhile.
+async fn delete_parent(db: &Db, table: &str, parent_column: &str, id: i64) -> Result<()> {
+    let sql = format!("SELECT 1 FROM {table} WHERE id = $1 FOR UPDATE");
+    if db.opt(&sql, &[&id]).await?.is_none() {
+        return Err(StoreError::NotFound);
+    }
+    let sql = format!("SELECT count(*) FROM organizations WHERE {parent_column} = $1");
+    let customers: i64 = db.one(&sql, &[&id]).await?.get(0);
+    if customers > 0 {
+        return Err(StoreError::Conflict(format!(
+            "it still has {customers} customer(s); delete them first"
+        )));
+    }
+    let sql = format!("DELETE FROM api_credentials WHERE {parent_column} = $1");
+    db.exec(&sql, &[&id]).await?;
+    let sql = format!("DELETE FROM {table} WHERE id = $1");
+    db.exec(&sql, &[&id]).await?;
+    Ok(())
+}
