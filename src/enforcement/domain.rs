@@ -190,6 +190,9 @@ mod tests {
 
         #[test]
         fn ascii_names_round_trip(labels in proptest::collection::vec("[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?", 1..5), tld in "[a-z]{2,6}") {
+            // Hyphens in the third and fourth places mark an encoded label ("xn--"), which must
+            // decode: such labels are not plain ASCII names (and "xn--0" rightly fails).
+            prop_assume!(labels.iter().all(|l| l.get(2..4) != Some("--")));
             let name = format!("{}.{}", labels.join("."), tld);
             prop_assert_eq!(normalize(&name.to_uppercase()), Ok(name));
         }

@@ -744,17 +744,20 @@ async fn demo_organization(
 const INGEST_LOCK: &str = "SELECT pg_advisory_xact_lock_shared($2::bigint + organization_id)
     FROM customer_keys WHERE key = $1 AND revoked_at IS NULL";
 
-/// One request's events stored and its names listed or refreshed, in one statement: the key is
-/// resolved (an organization deleted meanwhile makes `k` empty and the statement stores
-/// nothing; see `INGEST_LOCK`), the request's row
-/// inserted, the names already listed looked up once (one probe of the name index each) and
-/// those not seen this second refreshed through what that found (`lastSeenAt` only ever moves
-/// forward, whichever node's clock), and the new ones inserted in the order sent, with ids from
-/// the shared sequence, their paging counts added as delta rows. A name another request listed
-/// after this one's snapshot makes the insert fail on the unique index: nothing is stored and the
-/// ingest is tried again (rare; cheaper than an upsert's check of every name). Returns the
-/// organization (null for an unknown key), the request's id and the names added.
-const INGEST: &str = "WITH k AS (
+/// How an ingest's transaction starts. The ingest statements are planned once per connection,
+/// generically, and often when a table is new or still small: then a scan of the table (or of
+/// the organization's rows) looks cheapest, and a plan made so is kept for the connection's life
+/// and takes seconds a request once the list has grown. With scans priced out for these
+/// transactions (the settings end with them), every step is planned as probes of an index or of
+/// the rows already found, whatever the statistics say.
+const INGEST_BEGIN: &str =
+    "BEGIN; SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off";
+
+/// `INGEST` and `INGEST_ONE`: the statement around the look-up, refresh and insert of names.
+macro_rules! ingest_sql {
+    ($names:literal) => {
+        concat!(
+            "WITH k AS (
         SELECT o.id AS org FROM customer_keys c JOIN organizations o ON o.id = c.organization_id
         WHERE c.key = $1 AND c.revoked_at IS NULL
     ),
@@ -764,15 +767,50 @@ const INGEST: &str = "WITH k AS (
         SELECT org, $2, $3, $4, $5, $6, $7 FROM k
         RETURNING id
     ),
-    listed AS (
-        SELECT d.name, d.last_seen_at FROM domains d
-        WHERE d.organization_id = (SELECT org FROM k) AND d.name = ANY($8::text[])
+",
+            $names,
+            "    counted AS (
+        INSERT INTO domain_count_deltas (organization_id, level, block, count)
+        SELECT (SELECT org FROM k), 0, id >> 16, count(*) FROM added GROUP BY id >> 16
+        UNION ALL
+        SELECT (SELECT org FROM k), 1, id >> 10, count(*) FROM added GROUP BY id >> 10
+    )
+    SELECT (SELECT org FROM k), (SELECT id FROM req), (SELECT count(*) FROM added),
+           (SELECT count(*) FROM touched)"
+        )
+    };
+}
+
+/// One request's events stored and its names listed or refreshed, in one statement: the key is
+/// resolved (an organization deleted meanwhile makes `k` empty and the statement stores
+/// nothing; see `INGEST_LOCK`), the request's row
+/// inserted, the names already listed looked up once and those not seen this second refreshed
+/// through what that found (`lastSeenAt` only ever moves forward, whichever node's clock), and
+/// the new ones inserted in the order sent, with ids from
+/// the shared sequence, their paging counts added as delta rows. A name another request listed
+/// after this one's snapshot makes the insert fail on the unique index: nothing is stored and the
+/// ingest is tried again (rare; cheaper than an upsert's check of every name). Returns the
+/// organization (null for an unknown key), the request's id and the names added.
+///
+/// Every step is written as probes (see `INGEST_BEGIN`): the look-up is one probe of the name
+/// index per name sent (a lateral subquery with a limit, which the planner cannot turn into a
+/// scan of the organization's rows), the refresh goes straight to the rows found (by their row
+/// address), and the new names are told from the found ones through a hashed set of at most one
+/// batch. A row refreshed meanwhile by another request keeps that request's time (the same
+/// moment, give or take the requests' own duration).
+const INGEST: &str = ingest_sql!(
+    "    listed AS MATERIALIZED (
+        SELECT d.ctid AS loc, n.name, d.last_seen_at FROM unnest($8::text[]) AS n(name)
+        CROSS JOIN LATERAL (
+            SELECT x.ctid, x.last_seen_at FROM domains x
+            WHERE x.organization_id = (SELECT org FROM k) AND x.name = n.name
+            LIMIT 1
+        ) d
     ),
     touched AS (
         UPDATE domains d SET last_seen_at = $3
-        FROM listed l
-        WHERE l.last_seen_at < $3 AND d.organization_id = (SELECT org FROM k)
-          AND d.name = l.name AND d.last_seen_at < $3
+        WHERE d.ctid = ANY(ARRAY(SELECT loc FROM listed WHERE last_seen_at < $3))
+          AND d.last_seen_at < $3
         RETURNING 1
     ),
     added AS (
@@ -780,18 +818,34 @@ const INGEST: &str = "WITH k AS (
         SELECT nextval('domain_ids'), (SELECT org FROM k), n.name, $3, $3
         FROM unnest($8::text[]) WITH ORDINALITY AS n(name, ord)
         WHERE (SELECT org FROM k) IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM listed l WHERE l.name = n.name)
+          AND n.name NOT IN (SELECT name FROM listed)
         ORDER BY n.ord
         RETURNING id
     ),
-    counted AS (
-        INSERT INTO domain_count_deltas (organization_id, level, block, count)
-        SELECT (SELECT org FROM k), 0, id >> 16, count(*) FROM added GROUP BY id >> 16
-        UNION ALL
-        SELECT (SELECT org FROM k), 1, id >> 10, count(*) FROM added GROUP BY id >> 10
-    )
-    SELECT (SELECT org FROM k), (SELECT id FROM req), (SELECT count(*) FROM added),
-           (SELECT count(*) FROM touched)";
+"
+);
+
+/// `INGEST` for a request with one name to list (every single event that lists one): the same
+/// steps by the name itself, which every plan answers with one probe of the name index.
+const INGEST_ONE: &str = ingest_sql!(
+    "    listed AS MATERIALIZED (
+        SELECT d.last_seen_at FROM domains d
+        WHERE d.organization_id = (SELECT org FROM k) AND d.name = ($8::text[])[1]
+    ),
+    touched AS (
+        UPDATE domains d SET last_seen_at = $3
+        WHERE d.organization_id = (SELECT org FROM k) AND d.name = ($8::text[])[1]
+          AND d.last_seen_at < $3
+        RETURNING 1
+    ),
+    added AS (
+        INSERT INTO domains (id, organization_id, name, created_at, last_seen_at)
+        SELECT nextval('domain_ids'), (SELECT org FROM k), ($8::text[])[1], $3, $3
+        WHERE (SELECT org FROM k) IS NOT NULL AND NOT EXISTS (SELECT 1 FROM listed)
+        RETURNING id
+    ),
+"
+);
 
 /// What one try of an ingest ended with.
 enum Try {
@@ -806,7 +860,9 @@ impl Postgres {
     /// request's row on a new connection: a 202 always means stored, a 503 (almost always) not.
     async fn ingest_once(&self, request: &Ingest, names: &[&str], batch_id: &str) -> Result<Try> {
         let db = self.db().await?;
-        let st = db.stmt(INGEST).await?;
+        let st = db
+            .stmt(if names.len() == 1 { INGEST_ONE } else { INGEST })
+            .await?;
         let lock = db.stmt(INGEST_LOCK).await?;
         let b = &request.batch;
         let count = b.event_count as i64;
@@ -825,7 +881,7 @@ impl Postgres {
         // polled, in this order), the lock, then the statement; one round trip.
         let lock_params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&key, &ORG_LOCK];
         let (begin, locked, row) = tokio::join!(
-            db.client().batch_execute("BEGIN"),
+            db.client().batch_execute(INGEST_BEGIN),
             db.client().query(&lock, &lock_params),
             db.client().query_one(&st, &params)
         );
@@ -2583,4 +2639,90 @@ async fn delete_parent(db: &Db, table: &str, parent_column: &str, id: i64) -> Re
     let sql = format!("DELETE FROM {table} WHERE id = $1");
     db.exec(&sql, &[&id]).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs on PostgreSQL only (`PARASOL_TEST_POSTGRES`, as `.ci/run` sets it): the generic plans
+    /// of the ingest statements, the ones every connection keeps, never scan an organization's
+    /// list, whatever the statistics say. Planned here on new, never analyzed tables: the state in
+    /// which a node first plans them, and in which a plan that filtered the organization's rows
+    /// by name looked cheapest (and then took seconds a request once the list had grown).
+    #[test]
+    fn ingest_plans_probe_the_name_index_and_never_scan_the_list() {
+        let Ok(admin) = std::env::var("PARASOL_TEST_POSTGRES") else {
+            eprintln!("runs on PostgreSQL only: PARASOL_TEST_POSTGRES is not set");
+            return;
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (base, _) = admin.rsplit_once('/').unwrap();
+            let name = format!("t_plans_{}", std::process::id());
+            let (client, conn) = tokio_postgres::connect(
+                &format!("{base}/postgres?sslmode=disable"),
+                tokio_postgres::NoTls,
+            )
+            .await
+            .unwrap();
+            tokio::spawn(conn);
+            client
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await
+                .unwrap();
+            client
+                .batch_execute(&format!("CREATE DATABASE {name}"))
+                .await
+                .unwrap();
+            let pg = Postgres::open(&format!("{base}/{name}?sslmode=disable"), OpenRole::Server)
+                .await
+                .unwrap();
+            let db = pg.db().await.unwrap();
+            db.batch("SET plan_cache_mode = force_generic_plan")
+                .await
+                .unwrap();
+            db.batch(INGEST_BEGIN).await.unwrap();
+            for (label, sql) in [("INGEST", INGEST), ("INGEST_ONE", INGEST_ONE)] {
+                db.batch(&format!(
+                    "PREPARE p (text, text, bigint, bigint, text, text, text, text[]) AS {sql}"
+                ))
+                .await
+                .unwrap();
+                let plan: Vec<String> = db
+                    .client()
+                    .simple_query(
+                        "EXPLAIN EXECUTE p ('k', 'u', 0, 1, '[]', '[]', '[]',
+                                            ARRAY['a.example', 'b.example'])",
+                    )
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .filter_map(|m| match m {
+                        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                        _ => None,
+                    })
+                    .collect();
+                let plan = plan.join("\n");
+                for scan in ["Seq Scan on domains ", "Bitmap Heap Scan on domains "] {
+                    assert!(!plan.contains(scan), "{label} scans the list:\n{plan}");
+                }
+                assert!(
+                    plan.contains("domains_organization_id_name_key"),
+                    "{label} does not probe the name index:\n{plan}"
+                );
+                db.batch("DEALLOCATE p").await.unwrap();
+            }
+            db.batch("ROLLBACK").await.unwrap();
+            drop(db);
+            pg.close();
+            client
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                .await
+                .unwrap();
+        });
+    }
 }
