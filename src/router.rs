@@ -575,6 +575,106 @@ impl Route {
         }
     }
 
+    /// The route written back as a path that routes to it again: ids in decimal, names
+    /// percent-encoded byte by byte (so that a name never reads as an id or a separator), and an
+    /// id the router read as too large (-1) as such an id.
+    pub fn path(&self) -> String {
+        fn enc(s: &str) -> String {
+            s.bytes().map(|b| format!("%{b:02X}")).collect()
+        }
+        fn items(base: String, i: &Items) -> String {
+            match i {
+                Items::List | Items::Create => base,
+                Items::Get(id) | Items::Update(id) | Items::Delete(id) => format!("{base}/{id}"),
+            }
+        }
+        fn read_update_delete<Id>(
+            base: String,
+            r: &ReadUpdateDelete<Id>,
+            id: impl Fn(&Id) -> String,
+        ) -> String {
+            match r {
+                ReadUpdateDelete::List => base,
+                ReadUpdateDelete::Get(i)
+                | ReadUpdateDelete::Update(i)
+                | ReadUpdateDelete::Delete(i) => {
+                    format!("{base}/{}", id(i))
+                }
+            }
+        }
+        match self {
+            Route::Enf(e) => match e {
+                EnfEndpoint::PostEvents => "/1.0/events".into(),
+                EnfEndpoint::ListDomains | EnfEndpoint::DeleteDomainsWhere => "/1.0/domains".into(),
+                EnfEndpoint::DeleteDomainById(-1) => format!("/1.0/domains/{}", "9".repeat(20)),
+                EnfEndpoint::DeleteDomainById(id) => format!("/1.0/domains/{id}"),
+                EnfEndpoint::DeleteDomainByName(name) => format!("/1.0/domains/{}", enc(name)),
+            },
+            Route::Mgmt(MgmtEndpoint::Provider { sp, ep }) => match ep {
+                ProviderEndpoint::Get => format!("/v1/serviceproviders/{sp}"),
+                ProviderEndpoint::Customers(i) => {
+                    items(format!("/v1/serviceproviders/{sp}/customers"), i)
+                }
+            },
+            Route::Mgmt(MgmtEndpoint::Msp { msp, ep }) => {
+                items(format!("/v1/msps/{msp}/customers"), ep)
+            }
+            Route::Mgmt(MgmtEndpoint::Org { org, ep }) => {
+                let base = format!("/v1/organizations/{org}");
+                match ep {
+                    OrgEndpoint::Networks(r) => match r {
+                        ReadDelete::List => format!("{base}/networks"),
+                        ReadDelete::Get(id) | ReadDelete::Delete(id) => {
+                            format!("{base}/networks/{id}")
+                        }
+                    },
+                    OrgEndpoint::RoamingComputers(r) => {
+                        read_update_delete(format!("{base}/roamingcomputers"), r, |d| enc(d))
+                    }
+                    OrgEndpoint::InternalNetworks(i) => {
+                        items(format!("{base}/internalnetworks"), i)
+                    }
+                    OrgEndpoint::VirtualAppliances(r) => {
+                        read_update_delete(format!("{base}/virtualappliances"), r, |id| {
+                            id.to_string()
+                        })
+                    }
+                    OrgEndpoint::Sites(i) => items(format!("{base}/sites"), i),
+                    OrgEndpoint::Users(r) => match r {
+                        ReadCreateDelete::List | ReadCreateDelete::Create => {
+                            format!("{base}/users")
+                        }
+                        ReadCreateDelete::Get(id) | ReadCreateDelete::Delete(id) => {
+                            format!("{base}/users/{id}")
+                        }
+                    },
+                    OrgEndpoint::Roles => format!("{base}/roles"),
+                }
+            }
+            Route::Mgmt(MgmtEndpoint::Parasol { org, ep }) => {
+                let base = format!("/parasol/v1/organizations/{org}");
+                match ep {
+                    ParasolEndpoint::Decision => format!("{base}/decision"),
+                    ParasolEndpoint::AllowList(
+                        AllowListEndpoint::List | AllowListEndpoint::Add,
+                    ) => {
+                        format!("{base}/allowlist")
+                    }
+                    ParasolEndpoint::AllowList(AllowListEndpoint::Remove(name)) => {
+                        format!("{base}/allowlist/{}", enc(name))
+                    }
+                }
+            }
+            Route::Own(o) => match o {
+                OwnEndpoint::Healthz => "/healthz",
+                OwnEndpoint::Readyz => "/readyz",
+                OwnEndpoint::Metrics => "/metrics",
+                OwnEndpoint::OpenApi => "/openapi.yaml",
+            }
+            .into(),
+        }
+    }
+
     /// A number for each kind of route (each leaf of the endpoint types), from 0 to
     /// `ROUTE_KINDS - 1`. The match is exhaustive, so a new kind of endpoint does not compile
     /// until it has a number here, and a test then wants it in `Route::every`. The metrics keep
@@ -976,6 +1076,7 @@ mod tests {
         assert_eq!(kinds, (0..ROUTE_KINDS).collect::<Vec<_>>());
         for r in &every {
             assert_eq!(route(&r.method(), &path_of(r)).as_ref(), Ok(r), "{r:?}");
+            assert_eq!(route(&r.method(), &r.path()).as_ref(), Ok(r), "{r:?}");
         }
         assert_eq!(routes().len(), 49, "one template for two kinds of delete");
     }
