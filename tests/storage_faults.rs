@@ -128,27 +128,34 @@ fn check_unavailable(kind: Kind, r: &Resp) {
     assert!(b["message"].is_string(), "{b}");
 }
 
-/// `clients` clients writing until `stop` is set; returns every request and its answer.
+/// How a write load is going, and the flag that stops it.
+#[derive(Default)]
+struct Progress {
+    stop: AtomicBool,
+    answered: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+/// `clients` clients writing until `progress.stop` is set; returns every request and its answer.
 async fn write_load(
     run: &'static str,
     client: &Client,
     tenant: &Tenant,
     clients: usize,
     kinds: &'static [Kind],
-    stop: Arc<AtomicBool>,
-    answered: Arc<AtomicUsize>,
+    progress: Arc<Progress>,
 ) -> Vec<Outcome> {
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let client = client.clone();
             let (key, auth, org) = (tenant.key.clone(), tenant.auth.clone(), tenant.org);
-            let (stop, answered) = (stop.clone(), answered.clone());
+            let progress = progress.clone();
             tokio::spawn(async move {
                 let mut out = Vec::new();
                 // Names this client stored and has not deleted yet.
                 let mut stored: Vec<String> = Vec::new();
                 let mut i = 0;
-                while !stop.load(Ordering::Relaxed) {
+                while !progress.stop.load(Ordering::Relaxed) {
                     i += 1;
                     let kind = kinds[(c + i) % kinds.len()];
                     let marker = format!("{run}c{c}-{i}");
@@ -196,11 +203,14 @@ async fn write_load(
                     };
                     match (kind, r.status) {
                         (Kind::Single, 202) => stored.push(domain(&marker, 0)),
-                        (_, 503) => check_unavailable(kind, &r),
+                        (_, 503) => {
+                            check_unavailable(kind, &r);
+                            progress.refused.fetch_add(1, Ordering::Relaxed);
+                        }
                         (Kind::Site, 200) | (Kind::Delete, 204) | (_, 202) => {}
                         _ => panic!("{kind:?} {marker}: {} {}", r.status, r.text()),
                     }
-                    answered.fetch_add(1, Ordering::Relaxed);
+                    progress.answered.fetch_add(1, Ordering::Relaxed);
                     out.push(Outcome {
                         kind,
                         marker,
@@ -301,8 +311,10 @@ fn statuses(outcomes: &[Outcome]) -> std::collections::BTreeMap<u16, usize> {
     m
 }
 
-/// Runs the write load until `done(refused, accepted)` or `WAIT * 3`, checking meanwhile that
-/// reads keep working; returns the outcomes.
+/// Runs the write load until `enough` requests were answered and, with `until_refused`, the
+/// fault has struck (a request was refused with 503), or `WAIT * 3`; checks meanwhile that reads
+/// keep working; returns the outcomes. (How many writes a fault at the Nth WAL write or sync
+/// takes depends on how the writes group into commits: the load runs until it has happened.)
 async fn load_until(
     run: &'static str,
     server: &ChildServer,
@@ -310,9 +322,9 @@ async fn load_until(
     clients: usize,
     kinds: &'static [Kind],
     enough: usize,
+    until_refused: bool,
 ) -> Vec<Outcome> {
-    let stop = Arc::new(AtomicBool::new(false));
-    let answered = Arc::new(AtomicUsize::new(0));
+    let progress = Arc::new(Progress::default());
     let load = {
         let client = server.client.clone();
         let tenant = Tenant {
@@ -320,20 +332,24 @@ async fn load_until(
             key: tenant.key.clone(),
             auth: tenant.auth.clone(),
         };
-        let (stop, answered) = (stop.clone(), answered.clone());
-        tokio::spawn(async move {
-            write_load(run, &client, &tenant, clients, kinds, stop, answered).await
-        })
+        let progress = progress.clone();
+        tokio::spawn(
+            async move { write_load(run, &client, &tenant, clients, kinds, progress).await },
+        )
     };
     let deadline = Instant::now() + WAIT * 3;
     let list = format!("/1.0/domains?customerKey={}", tenant.key);
-    while answered.load(Ordering::Relaxed) < enough && Instant::now() < deadline {
+    let done = || {
+        progress.answered.load(Ordering::Relaxed) >= enough
+            && (!until_refused || progress.refused.load(Ordering::Relaxed) > 0)
+    };
+    while !done() && Instant::now() < deadline {
         // Reads are served whatever the storage does with writes.
         let r = server.get(&list).await;
         assert_eq!(r.status, 200, "a read failed: {}", r.text());
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    stop.store(true, Ordering::Relaxed);
+    progress.stop.store(true, Ordering::Relaxed);
     load.await.unwrap()
 }
 
@@ -496,7 +512,7 @@ async fn a_disk_filling_up_under_megabyte_batches_stores_each_whole_or_not_at_al
             None
         }
     };
-    let outcomes = load_until("a", &server, &tenant, 32, MEGABYTES, 400).await;
+    let outcomes = load_until("a", &server, &tenant, 32, MEGABYTES, 400, true).await;
     let seen = statuses(&outcomes);
     assert!(
         seen.get(&503).copied().unwrap_or(0) > 0,
@@ -513,7 +529,7 @@ async fn a_disk_filling_up_under_megabyte_batches_stores_each_whole_or_not_at_al
         None => limit_file_size(pid, None),
     }
     until_writable(&server, &tenant).await;
-    let after = load_until("b", &server, &tenant, 8, MEGABYTES, 40).await;
+    let after = load_until("b", &server, &tenant, 8, MEGABYTES, 40, false).await;
     assert!(
         after.iter().all(|o| o.status != 503),
         "{:?}",
@@ -537,7 +553,7 @@ async fn a_file_size_limit_reached_under_every_kind_of_write_stores_nothing_in_p
     let pid = server.child.id();
     let at = file_len(&db).max(file_len(&dir.path().join("parasol.db-wal")));
     limit_file_size(pid, Some(at + (3 << 20)));
-    let outcomes = load_until("a", &server, &tenant, 24, KINDS, 1500).await;
+    let outcomes = load_until("a", &server, &tenant, 24, KINDS, 1500, true).await;
     let seen = statuses(&outcomes);
     assert!(
         seen.get(&503).copied().unwrap_or(0) > 0,
@@ -578,7 +594,7 @@ async fn injected(plan: &str, expect_refusals: bool) {
         .arg(dir.path())
         .env("PARASOL_FAULT_INJECTION", plan);
     let server = ChildServer::spawn_command(command, dir.path());
-    let outcomes = load_until("a", &server, &tenant, 24, KINDS, 600).await;
+    let outcomes = load_until("a", &server, &tenant, 24, KINDS, 600, expect_refusals).await;
     let seen = statuses(&outcomes);
     if expect_refusals {
         assert!(
