@@ -184,6 +184,34 @@ impl TopSeed<'_, '_, '_, '_> {
     }
 }
 
+/// The visitor methods of every scalar (booleans, numbers, strings, null), each answering
+/// `$ty::Other`: the streaming walk keeps nothing of them.
+macro_rules! scalars_are_other {
+    ($ty:ident) => {
+        fn visit_bool<E>(self, _: bool) -> Result<$ty, E> {
+            Ok($ty::Other)
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<$ty, E> {
+            Ok($ty::Other)
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<$ty, E> {
+            Ok($ty::Other)
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<$ty, E> {
+            Ok($ty::Other)
+        }
+        fn visit_str<E>(self, _: &str) -> Result<$ty, E> {
+            Ok($ty::Other)
+        }
+        fn visit_unit<E>(self) -> Result<$ty, E> {
+            Ok($ty::Other)
+        }
+        fn visit_none<E>(self) -> Result<$ty, E> {
+            Ok($ty::Other)
+        }
+    };
+}
+
 impl<'de> DeserializeSeed<'de> for TopSeed<'_, '_, '_, '_> {
     type Value = Top;
 
@@ -199,27 +227,7 @@ impl<'de> Visitor<'de> for TopSeed<'_, '_, '_, '_> {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-    fn visit_unit<E>(self) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
-    fn visit_none<E>(self) -> Result<Top, E> {
-        Ok(Top::Other)
-    }
+    scalars_are_other!(Top);
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Top, A::Error> {
         let element = ElementSeed {
@@ -278,27 +286,7 @@ impl<'de> Visitor<'de> for ElementSeed<'_, '_, '_, '_> {
         f.write_str("any JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Element, E> {
-        Ok(Element::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Element, E> {
-        Ok(Element::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Element, E> {
-        Ok(Element::Other)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Element, E> {
-        Ok(Element::Other)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Element, E> {
-        Ok(Element::Other)
-    }
-    fn visit_unit<E>(self) -> Result<Element, E> {
-        Ok(Element::Other)
-    }
-    fn visit_none<E>(self) -> Result<Element, E> {
-        Ok(Element::Other)
-    }
+    scalars_are_other!(Element);
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Element, A::Error> {
         Walk {

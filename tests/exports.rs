@@ -7,24 +7,12 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::*;
 use parasol::export::formats::{render_to_string, rpz_serial, serial_after, Format};
 use parasol::export::{ExportConfig, INTERVAL};
 use serde_json::{json, Value};
-
-/// Polls `probe` until it gives a value (bounded by `WAIT`); panics with `what` otherwise.
-async fn wait_for<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "waited {WAIT:?} for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()

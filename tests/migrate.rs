@@ -308,28 +308,16 @@ async fn an_interrupted_copy_leaves_nothing_and_the_next_run_succeeds_with_progr
             n > 0
         })
     };
-    let deadline = std::time::Instant::now() + WAIT;
-    while !copying() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the copy never started"
-        );
+    wait_for_blocking("the copy to start", || {
         assert!(
             child.try_wait().unwrap().is_none(),
             "the copy ended before it was interrupted"
         );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+        copying().then_some(())
+    });
     child.kill().unwrap();
     child.wait().unwrap();
-    let deadline = std::time::Instant::now() + WAIT;
-    while copying() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the interrupted COPY never ended"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_for_blocking("the interrupted COPY to end", || (!copying()).then_some(()));
     // Nothing of it is left: the database is as empty as before.
     let empty = {
         let url = url.clone();

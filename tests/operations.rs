@@ -755,15 +755,12 @@ fn access_lines(lines: &[String]) -> BTreeMap<String, String> {
 fn stop_and_read_log(server: ChildServer) -> Vec<String> {
     let lines = server.stderr_lines.clone();
     assert!(server.stop().success());
-    let deadline = Instant::now() + WAIT;
-    loop {
+    wait_for_blocking("the last line, \"stopped\"", || {
         let got = lines.lock().unwrap().clone();
-        if got.last().is_some_and(|l| l.ends_with("stopped")) {
-            return got;
-        }
-        assert!(Instant::now() < deadline, "no last line: {got:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+        got.last()
+            .is_some_and(|l| l.ends_with("stopped"))
+            .then_some(got)
+    })
 }
 
 /// Waits (bounded) until the server has logged the access line of request `id`.

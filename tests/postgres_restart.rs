@@ -10,7 +10,6 @@ mod common;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
@@ -123,10 +122,9 @@ async fn a_restart_during_concurrent_ingest_loses_no_202_and_stores_nothing_else
         }));
     }
     // Restart once ingest is well under way.
-    wait_until(
-        || accepted.load(Ordering::SeqCst) >= 30,
-        "30 requests accepted",
-    )
+    wait_within("30 requests accepted", WAIT * 3, || {
+        (accepted.load(Ordering::SeqCst) >= 30).then_some(())
+    })
     .await;
     let before = accepted.load(Ordering::SeqCst);
     tokio::task::spawn_blocking(move || restart_postgres(&dir, &bin))
@@ -134,9 +132,10 @@ async fn a_restart_during_concurrent_ingest_loses_no_202_and_stores_nothing_else
         .unwrap();
     restarted.store(true, Ordering::SeqCst);
     // Every client gets a 202 again: nothing but the pool's own reconnection brought it back.
-    wait_until(
-        || back.load(Ordering::SeqCst) == CLIENTS,
+    wait_within(
         "every client accepted again after the restart",
+        WAIT * 3,
+        || (back.load(Ordering::SeqCst) == CLIENTS).then_some(()),
     )
     .await;
     stop.store(true, Ordering::SeqCst);
@@ -187,17 +186,4 @@ async fn a_restart_during_concurrent_ingest_loses_no_202_and_stores_nothing_else
         stored
     );
     s.stop().await;
-}
-
-/// Waits (bounded) until `done` holds.
-async fn wait_until(done: impl Fn() -> bool, what: &str) {
-    let deadline = tokio::time::Instant::now() + WAIT * 3;
-    while !done() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "not within {:?}: {what}",
-            WAIT * 3
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -466,11 +466,10 @@ async fn events_racing_their_customers_deletion_on_another_node_leave_nothing_be
         })
     };
     // Once some are stored, the deletion.
-    let deadline = std::time::Instant::now() + WAIT;
-    while run(a.store().event_count(w.sp_org)).unwrap() < 10 {
-        assert!(std::time::Instant::now() < deadline, "no events stored");
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+    wait_for("10 events stored", || {
+        (run(a.store().event_count(w.sp_org)).unwrap() >= 10).then_some(())
+    })
+    .await;
     let path = format!("/v1/serviceproviders/{}/customers/{}", w.sp, w.sp_org);
     assert_eq!(b.mgmt("DELETE", &path, &w.sp_cred, None).await.status, 200);
     let statuses = sender.await.unwrap();

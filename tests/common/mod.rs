@@ -34,6 +34,46 @@ use tokio_rustls::TlsConnector;
 /// Upper bound for any single wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);
 
+/// Polls `probe` until it gives a value, for at most `limit`; panics naming `what` otherwise.
+/// Tests wait on observable state this way, never for a fixed time.
+pub async fn wait_within<T>(
+    what: &str,
+    limit: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {limit:?} for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `wait_within` for `WAIT`.
+pub async fn wait_for<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
+    wait_within(what, WAIT, probe).await
+}
+
+/// `wait_for` outside a runtime: the thread polls.
+pub fn wait_for_blocking<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {WAIT:?} for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A fresh, empty directory under the system temp dir, removed on drop.
 pub struct TempDir(pub PathBuf);
 

@@ -354,7 +354,14 @@ struct Inner {
     metrics: crate::store::StoreMetrics,
     /// `pg_database_size`, refreshed by `refresh_database_size` (0: not read yet).
     database_bytes: AtomicU64,
+    /// When `database_bytes` was last read (`refresh_database_size` reads it at most every
+    /// `DATABASE_SIZE_EVERY`).
+    database_size_read: Mutex<Option<std::time::Instant>>,
 }
+
+/// How often a node asks the database for its size: it is for the metrics, and the call walks
+/// the database's files.
+const DATABASE_SIZE_EVERY: Duration = Duration::from_secs(15);
 
 impl Postgres {
     /// Connects to the database at `url`, then (a server or `parasol init`: `Role::Server`)
@@ -387,15 +394,13 @@ impl Postgres {
                 track_list_changes: AtomicBool::new(false),
                 metrics: Default::default(),
                 database_bytes: AtomicU64::new(0),
+                database_size_read: Mutex::new(None),
             }),
         };
         let db = pg.db().await?;
         migrate::migrate(&db, role == OpenRole::Server, &parsed.redacted).await?;
-        let bytes: i64 = db
-            .one("SELECT pg_database_size(current_database())", &[])
-            .await?
-            .get(0);
-        pg.note_database_size(u64::try_from(bytes).unwrap_or(0));
+        drop(db);
+        pg.refresh_database_size().await?;
         Ok(pg)
     }
 
@@ -416,6 +421,20 @@ impl Postgres {
         self.inner.writes.load(Ordering::Relaxed)
     }
 
+    /// Whether the database's size is due to be read again (and if so, it counts as read now).
+    pub(crate) fn database_size_due(&self) -> bool {
+        let mut at = self
+            .inner
+            .database_size_read
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let due = at.is_none_or(|t| t.elapsed() >= DATABASE_SIZE_EVERY);
+        if due {
+            *at = Some(std::time::Instant::now());
+        }
+        due
+    }
+
     pub(crate) fn note_database_size(&self, bytes: u64) {
         self.inner.database_bytes.store(bytes, Ordering::Relaxed);
     }
@@ -424,8 +443,9 @@ impl Postgres {
         &self.inner.metrics
     }
 
-    /// The database's size as PostgreSQL reports it, from the last time the background purge
-    /// step read it; the file system's room is the database server's business, not this node's.
+    /// The database's size as PostgreSQL reports it, read at open and then by the background
+    /// purge steps at most every `DATABASE_SIZE_EVERY`; the file system's room is the database
+    /// server's business, not this node's.
     pub fn storage_stats(&self) -> crate::store::StorageStats {
         let bytes = self.inner.database_bytes.load(Ordering::Relaxed);
         crate::store::StorageStats {

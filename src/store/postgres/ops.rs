@@ -966,8 +966,12 @@ impl Postgres {
         }
     }
 
-    /// Reads the database's size for `storage_stats` (which cannot wait for the database).
-    async fn refresh_database_size(&self) -> Result<()> {
+    /// Reads the database's size for `storage_stats` (which cannot wait for the database), when
+    /// it is due (see `DATABASE_SIZE_EVERY`).
+    pub(super) async fn refresh_database_size(&self) -> Result<()> {
+        if !self.database_size_due() {
+            return Ok(());
+        }
         let bytes: i64 = self
             .read(|db| {
                 Box::pin(async move {
