@@ -124,7 +124,16 @@ pub async fn run(
     });
 
     let exporter = match &config.export {
-        Some(e) => Some(crate::export::Exporter::start(store.clone(), e.clone())?),
+        Some(e) => {
+            // Large request bodies (event batches) are charged to the budget while in flight.
+            let budget = budget.clone();
+            let busy = Box::new(move || budget.in_use() > 0);
+            Some(crate::export::Exporter::start(
+                store.clone(),
+                e.clone(),
+                busy,
+            )?)
+        }
         None => None,
     };
 

@@ -302,9 +302,15 @@ impl Measured {
     }
 }
 
-/// Waits until neither server has used more than 2% of a core over the last 200 ms (at most 60 s,
-/// then goes on), so that a window starts with the previous one's work done.
+/// Waits until neither server has used more than 2% of a core over each 200 ms of the last
+/// `QUIET` (at most 60 s, then goes on), so that a window starts with the previous one's work
+/// done. `QUIET` is longer than the exporter's pause between two rounds after a short round
+/// (`INTERVAL`, or `BUSY_SHARE` times the round's time): a quiet spell that ended only because
+/// the exporter was waiting would charge its last round to the next window, perhaps the other
+/// server's.
 fn settle(sides: &[Side]) -> Result<(), String> {
+    const STEP: Duration = Duration::from_millis(200);
+    const QUIET: Duration = Duration::from_millis(1600);
     let deadline = Instant::now() + Duration::from_secs(60);
     let cpu = || -> Option<f64> {
         sides
@@ -313,14 +319,19 @@ fn settle(sides: &[Side]) -> Result<(), String> {
             .sum::<Option<f64>>()
     };
     let mut before = cpu();
+    let mut quiet = Duration::ZERO;
     while Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(STEP);
         let now = cpu();
         match (before, now) {
-            (Some(b), Some(n)) if n - b <= 0.004 => return Ok(()),
             (None, _) | (_, None) => return Err("cannot read the servers' CPU time".into()),
-            _ => before = now,
+            (Some(b), Some(n)) if n - b <= 0.004 => quiet += STEP,
+            _ => quiet = Duration::ZERO,
         }
+        if quiet >= QUIET {
+            return Ok(());
+        }
+        before = now;
     }
     note("the servers were still busy after 60 s; going on");
     Ok(())

@@ -6,14 +6,20 @@
 //! How it keeps them current without slowing the write path:
 //! - The store records which organizations' lists may have changed (`Store::take_list_changes`:
 //!   events that add names, deletes, allow-list edits, deleted organizations), in the same
-//!   transaction as the change. The exporter takes that set every `INTERVAL` (only when the
-//!   database changed at all: `Store::version` is a few microseconds), so any number of changes
-//!   in between cost one rewrite: a million-domain ingest rewrites the files a few times a second
-//!   at most, not a million times.
+//!   transaction as the change. The exporter takes that set at most every `INTERVAL` (only when
+//!   the database changed at all: `Store::version` is a few microseconds), so any number of
+//!   changes in between cost one rewrite: a million-domain ingest rewrites the files a few times
+//!   a second at most, not a million times.
+//! - A round waits while the server is taking writes (commits, large request bodies in flight),
+//!   for as long as the change can still reach the files within `FRESH` (`Pace`): a burst of
+//!   batches is not slowed by a rewrite in its middle, and writes that never pause still see
+//!   their changes in the files in time.
 //! - After a round of rewrites that took `d`, the next round starts no sooner than
 //!   `BUSY_SHARE * d` later: however large the lists, the exporter works at most a twentieth of
-//!   the time, and it does its file work on a thread of its own at the lower CPU priority of the bulk
-//!   threads (`bulk::lower_priority`), so requests and commits go first.
+//!   the time. Its work runs at the background priority of `crate::bulk` (nice +19), below the
+//!   threads that answer requests, commit writes and parse large batches: the store reads a list
+//!   for it on a background thread, and the files are written on a thread of its own. On a busy
+//!   core it takes a few percent of the CPU, and the ingest that made the change goes first.
 //! - Each file is replaced whole (`files::replace`): a resolver reads the old list or the new one.
 //!   The directory is synced once a round, before the reload command runs.
 //! - The reload command (`--export-reload-cmd`) runs after each round that changed files, in a
@@ -54,8 +60,8 @@ impl ExportConfig {
     }
 }
 
-/// How often the exporter looks for changes. With a round's own time, this is how late a change
-/// reaches the files: well within a second for lists that take less than about 150 ms to write.
+/// The shortest time from the end of one round of rewrites to the start of the next (see `Pace`
+/// for when a round starts within that bound).
 pub const INTERVAL: Duration = Duration::from_millis(200);
 /// After a round of rewrites that took `d`, the next one starts no sooner than this many `d`
 /// later (see the module's comment). Measured with `parasol-bench --compare-exports`: at 4 (a
@@ -72,6 +78,9 @@ const RELOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// long (a command that always fails would otherwise log several lines a second under load).
 const QUIET: Duration = Duration::from_secs(60);
 
+/// Whether the server is busy with writes right now (large request bodies in flight, say).
+pub type Busy = Box<dyn Fn() -> bool + Send + Sync>;
+
 /// The running exporter: a task that finds changes and a thread that writes files.
 pub struct Exporter {
     stop: watch::Sender<bool>,
@@ -81,8 +90,10 @@ pub struct Exporter {
 impl Exporter {
     /// Checks that the directory can be written (creating it if needed), turns on the store's
     /// recording of list changes, and starts the exporter, whose first round writes every
-    /// organization's files and removes those of organizations that no longer exist.
-    pub fn start(store: Store, config: ExportConfig) -> Result<Exporter, String> {
+    /// organization's files and removes those of organizations that no longer exist. `busy`
+    /// tells whether the server is taking writes at the moment (the store's commits tell the
+    /// rest, see `Pace`).
+    pub fn start(store: Store, config: ExportConfig, busy: Busy) -> Result<Exporter, String> {
         let dir = &config.dir;
         let shown = dir.display();
         std::fs::create_dir_all(dir).map_err(|e| format!("--export-dir {shown}: {e}"))?;
@@ -103,7 +114,7 @@ impl Exporter {
             }
         );
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run(store, config, writer, stopped));
+        let task = tokio::spawn(run(store, config, writer, busy, stopped));
         Ok(Exporter { stop, task })
     }
 
@@ -114,14 +125,16 @@ impl Exporter {
     }
 }
 
-/// The exporter's task: one round of rewrites now for everything, then one every `INTERVAL` (or
-/// later, see `BUSY_SHARE`) for what changed, until stopped.
+/// The exporter's task: one round of rewrites now for everything, then rounds for what changed
+/// as `Pace` allows, until stopped.
 async fn run(
     store: Store,
     config: ExportConfig,
     writer: FileWriter,
+    busy: Busy,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut pace = Pace::new(Instant::now(), store.version().is_none());
     let mut rounds = Rounds {
         store,
         writer,
@@ -131,7 +144,7 @@ async fn run(
         first: true,
     };
     let mut reloader = Reloader::new(config.reload_cmd.map(Arc::from));
-    let mut next = tokio::time::Instant::now();
+    let mut tick = tokio::time::Instant::now();
     loop {
         tokio::select! {
             biased;
@@ -140,13 +153,20 @@ async fn run(
                 reloader.done();
                 continue;
             }
-            () = tokio::time::sleep_until(next) => {}
+            () = tokio::time::sleep_until(tick) => {}
         }
-        let started = Instant::now();
+        tick = tokio::time::Instant::now() + TICK;
+        let now = Instant::now();
+        let store = &rounds.store;
+        pace.observe(now, busy(), store.commit_count(), store.version());
+        if !rounds.first && !pace.due(now) {
+            continue;
+        }
+        pace.round_starts(now);
         let first = rounds.first;
         match rounds.round().await {
             Ok(written) => {
-                let took = started.elapsed();
+                let took = now.elapsed();
                 if first {
                     log::info!(
                         "export: wrote the files of {written} organizations in {} ms",
@@ -161,13 +181,117 @@ async fn run(
                 if written > 0 || first {
                     reloader.request();
                 }
-                next = tokio::time::Instant::now() + INTERVAL.max(took * BUSY_SHARE);
+                pace.round_ended(Instant::now(), took, written > 0);
             }
             Err(e) => {
                 log::error!("export: {e}; trying again in {} s", RETRY.as_secs());
-                next = tokio::time::Instant::now() + RETRY;
+                pace.round_failed(Instant::now());
             }
         }
+    }
+}
+
+/// When the exporter looks at the store's counters (both are read from memory).
+const TICK: Duration = Duration::from_millis(25);
+/// The write path counts as quiet after this long without a commit or a look that found the
+/// server busy.
+const WRITES_QUIET: Duration = Duration::from_millis(50);
+/// How soon a change should be in the files; a round put off while the write path is busy
+/// starts no later than this after the change, less the time the last round took (and half as
+/// much again, and `MARGIN`).
+const FRESH: Duration = Duration::from_secs(1);
+const MARGIN: Duration = Duration::from_millis(50);
+
+/// When rounds run. A round is due once the spacing after the previous round has passed
+/// (`INTERVAL`, or `BUSY_SHARE` times the time the previous round took), something may have
+/// changed, and either the write path has been quiet for `QUIET` or the change has waited as
+/// long as `FRESH` allows. So a burst of writes (an ingest of a few seconds, a product posting
+/// a batch) is not slowed by a rewrite in its middle: the rewrite follows it, at once, while a
+/// stream of writes that never pauses still sees its changes in the files within `FRESH`.
+///
+/// "Something may have changed": the store's version moved (SQLite: any commit, by this server
+/// or a command run beside it) or this server committed; on an engine without a version
+/// (PostgreSQL, where other nodes commit too) every `INTERVAL`.
+#[derive(Debug)]
+struct Pace {
+    /// The spacing rule: no round before this.
+    next: Instant,
+    /// The earliest moment an untaken change may have been made; `None`: no change seen.
+    since: Option<Instant>,
+    /// The store's counters at the last look, and when that was.
+    commits: u64,
+    version: Option<i64>,
+    looked: Instant,
+    /// The last time the commit count was seen to move or the server busy.
+    last_busy: Instant,
+    /// How long the last round that wrote files took.
+    took: Duration,
+    /// The engine has no version: rounds run every `INTERVAL` whether or not a change was seen.
+    blind: bool,
+}
+
+impl Pace {
+    fn new(now: Instant, blind: bool) -> Pace {
+        Pace {
+            next: now,
+            since: None,
+            commits: 0,
+            version: None,
+            looked: now,
+            last_busy: now,
+            took: Duration::ZERO,
+            blind,
+        }
+    }
+
+    /// Takes in whether the server is busy, and the store's commit count and version, read at
+    /// `now`.
+    fn observe(&mut self, now: Instant, busy: bool, commits: u64, version: Option<i64>) {
+        let committed = commits != self.commits;
+        if committed || busy {
+            self.last_busy = now;
+        }
+        if (committed || version != self.version) && self.since.is_none() {
+            // It happened after the last look.
+            self.since = Some(self.looked);
+        }
+        if self.blind && self.since.is_none() {
+            self.since = Some(self.looked);
+        }
+        (self.commits, self.version, self.looked) = (commits, version, now);
+    }
+
+    fn due(&self, now: Instant) -> bool {
+        let Some(since) = self.since else {
+            return false;
+        };
+        if now < self.next {
+            return false;
+        }
+        let quiet = now.saturating_duration_since(self.last_busy) >= WRITES_QUIET;
+        let late = since + FRESH.saturating_sub(self.took + self.took / 2 + MARGIN);
+        quiet || now >= late
+    }
+
+    /// A round starts: it takes every change made until now (those made while it runs are seen
+    /// at the next look, as made since now).
+    fn round_starts(&mut self, now: Instant) {
+        self.since = None;
+        self.looked = now;
+    }
+
+    fn round_ended(&mut self, now: Instant, took: Duration, wrote: bool) {
+        if wrote {
+            self.took = took;
+        }
+        self.next = now + INTERVAL.max(took * BUSY_SHARE);
+    }
+
+    /// The changes the failed round took are still to be written (the round keeps them), in
+    /// `RETRY`.
+    fn round_failed(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
+        self.next = now + RETRY;
     }
 }
 
@@ -242,6 +366,7 @@ impl Rounds {
         }
         if self.first {
             self.writer.sweep(orgs.clone()).await?;
+            self.writer.release();
             self.first = false;
         }
         if done > 0 {
@@ -283,11 +408,13 @@ enum Job {
     Sync {
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// Hands freed memory back to the system (`release_freed_memory`), after the first round.
+    Release,
 }
 
-/// The thread that renders and writes the files, at a lower CPU priority than the threads that
-/// answer requests and commit writes (rendering a large list takes a while; fsyncs wait for the
-/// disk). Requests go to it one at a time and the task waits for each.
+/// The thread that renders and writes the files, at the background priority, below the threads
+/// that answer requests, commit writes and parse batches (rendering a large list takes a while;
+/// fsyncs wait for the disk). Requests go to it one at a time and the task waits for each.
 struct FileWriter {
     jobs: std::sync::mpsc::Sender<Job>,
 }
@@ -298,7 +425,7 @@ impl FileWriter {
         std::thread::Builder::new()
             .name("parasol-export".into())
             .spawn(move || {
-                crate::bulk::lower_priority();
+                crate::bulk::background_priority();
                 let mut files = Files {
                     dir,
                     formats,
@@ -350,14 +477,19 @@ impl FileWriter {
     async fn sync(&self) -> Result<(), String> {
         self.call(|reply| Job::Sync { reply }).await
     }
+
+    fn release(&self) {
+        let _ = self.jobs.send(Job::Release);
+    }
 }
 
-/// A list of more names than this is followed by `release_freed_memory` once written.
-const LARGE_LIST: usize = 100_000;
-
-/// Hands the memory of a large list, freed, back to the system: glibc keeps freed small blocks
-/// (a million names are a million of them) in its arenas, where they would otherwise set the
-/// server's resident size from then on.
+/// Hands the memory of the first round's lists, freed, back to the system: glibc keeps freed
+/// small blocks (a million names are a million of them) in its arenas, where they would otherwise
+/// set the server's resident size from then on. Only after the first round, which writes every
+/// organization's list at start: later rounds write the lists that changed, and the memory one
+/// used is what the next takes again. Returned after every round of a large list, it cost the
+/// next burst of requests 20-40% of its rate (`parasol-bench --compare-exports`: in windows of
+/// 6 batches, once the list passed 100,000 names), spent faulting memory back in.
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free memory to the system.
@@ -384,12 +516,8 @@ impl Files {
                 exceptions,
                 reply,
             } => {
-                let large = blocked.len() > LARGE_LIST;
                 let _ = reply.send(self.write(org, &blocked, &exceptions));
                 drop((blocked, exceptions));
-                if large {
-                    release_freed_memory();
-                }
             }
             Job::Remove { org, reply } => {
                 let _ = reply.send(self.remove(org));
@@ -401,6 +529,7 @@ impl Files {
                 let _ =
                     reply.send(files::sync_dir(&self.dir).map_err(|e| self.failed(&self.dir, e)));
             }
+            Job::Release => release_freed_memory(),
         }
     }
 
@@ -630,5 +759,90 @@ async fn reload(cmd: Arc<str>) -> Option<String> {
                 }
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A pace as the exporter's first round, which took `took`, leaves it at `t0`.
+    fn after_first_round(t0: Instant, took: Duration, blind: bool) -> Pace {
+        let mut pace = Pace::new(t0, blind);
+        pace.observe(t0, false, 0, (!blind).then_some(0));
+        pace.round_starts(t0);
+        pace.round_ended(t0, took, true);
+        pace
+    }
+
+    /// Looks every `TICK` from `from` for `span`, with a body in flight and a commit at each
+    /// look as `activity` says, and returns how long after `from` the first due round would
+    /// start.
+    fn first_due(
+        pace: &mut Pace,
+        from: Instant,
+        span: Duration,
+        activity: impl Fn(Duration) -> (bool, bool),
+    ) -> Option<Duration> {
+        let mut at = Duration::ZERO;
+        while at <= span {
+            let (in_flight, commit) = activity(at);
+            let c = pace.commits + u64::from(commit);
+            let version = (!pace.blind).then_some(c as i64);
+            pace.observe(from + at, in_flight, c, version);
+            if pace.due(from + at) {
+                return Some(at);
+            }
+            at += TICK;
+        }
+        None
+    }
+
+    #[test]
+    fn a_round_waits_for_a_burst_to_end() {
+        let t0 = Instant::now();
+        let mut pace = after_first_round(t0, 10 * MS, false);
+        // Nothing changed: never due.
+        assert_eq!(
+            first_due(&mut pace, t0, 2 * FRESH, |_| (false, false)),
+            None
+        );
+        // A burst of 300 ms, whose commits end at 100 ms while its last body is still being read
+        // and parsed: the round follows it once the write path is quiet.
+        let t1 = t0 + 2 * FRESH + TICK;
+        let due = first_due(&mut pace, t1, FRESH, |at| (at < 300 * MS, at < 100 * MS)).unwrap();
+        let last_commit = 300 * MS - TICK;
+        assert!(
+            due >= last_commit + WRITES_QUIET && due < last_commit + WRITES_QUIET + TICK,
+            "{due:?}"
+        );
+    }
+
+    #[test]
+    fn writes_that_never_pause_still_reach_the_files_in_time() {
+        let t0 = Instant::now();
+        let mut pace = after_first_round(t0, 40 * MS, false);
+        assert_eq!(first_due(&mut pace, t0, FRESH, |_| (false, false)), None);
+        let t1 = t0 + FRESH + TICK;
+        let due = first_due(&mut pace, t1, 2 * FRESH, |_| (false, true)).unwrap();
+        // The change was first seen at t1, made since the look before it: the round starts in
+        // time to finish within FRESH of that look, at the pace of the last round.
+        let latest = FRESH - (40 * MS + 20 * MS + MARGIN) - TICK;
+        assert!(due >= latest && due < latest + TICK, "{due:?}");
+    }
+
+    #[test]
+    fn rounds_keep_their_spacing_and_a_blind_engine_looks_every_interval() {
+        let t0 = Instant::now();
+        // A round of 100 ms: the next one no sooner than BUSY_SHARE times that later.
+        let mut pace = after_first_round(t0, 100 * MS, false);
+        let due = first_due(&mut pace, t0, 4 * FRESH, |at| (false, at == Duration::ZERO)).unwrap();
+        assert!(due >= 100 * MS * BUSY_SHARE, "{due:?}");
+
+        let mut blind = after_first_round(t0, MS, true);
+        let due = first_due(&mut blind, t0, FRESH, |_| (false, false)).unwrap();
+        assert!(due >= INTERVAL && due <= INTERVAL + TICK, "{due:?}");
     }
 }

@@ -230,7 +230,8 @@ operations! {
     /// Is `name` (normalised) blocked for the organization, and why.
     fn verdict(&self, org: i64, name: String) -> Verdict;
     /// The effective block list (listed names the allow list does not cover, in list order) and
-    /// the allow-listed names under a listed one, from one snapshot.
+    /// the allow-listed names under a listed one, from one snapshot. A long read no request waits
+    /// for: an engine that can runs it at a background priority.
     fn effective_block_list(&self, org: i64) -> (Vec<String>, Vec<String>);
     /// The organizations whose effective block list may have changed since the last call (see
     /// `Store::track_list_changes`), forgotten as they are returned; organizations deleted

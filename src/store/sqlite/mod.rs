@@ -32,7 +32,7 @@ mod writer_cache;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
@@ -158,6 +158,8 @@ struct Inner {
     probe: Mutex<Connection>,
     /// Events that add names record their organization in `list_changes`.
     track_list_changes: AtomicBool,
+    /// The thread of `read_background`, started when first needed (`None`: it could not be).
+    background: OnceLock<Option<crate::bulk::BulkPool>>,
 }
 
 impl Sqlite {
@@ -198,6 +200,7 @@ impl Sqlite {
                 shared,
                 probe: Mutex::new(probe),
                 track_list_changes: AtomicBool::new(false),
+                background: OnceLock::new(),
             }),
         })
     }
@@ -421,6 +424,30 @@ impl Sqlite {
         tokio::task::spawn_blocking(move || inner.read_now(Wait::Read, f))
             .await
             .map_err(|e| StoreError::Internal(format!("a read task failed: {e}")))?
+    }
+
+    /// Like `read`, but on a thread at the background priority of `crate::bulk`, for long reads
+    /// that no request waits for (the resolver exporter's whole lists): on a busy server they
+    /// take a few percent of a core from the requests and the writes instead of an equal share.
+    /// Should that thread not start, the read runs as `read` does.
+    async fn read_background<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        let pool = self.inner.background.get_or_init(|| {
+            crate::bulk::BulkPool::background("parasol-store-background")
+                .map_err(|e| log::warn!("cannot start the store's background thread: {e}"))
+                .ok()
+        });
+        let Some(pool) = pool else {
+            return self.read(f).await;
+        };
+        let _slot = self.read_slot().await?;
+        let inner = self.inner.clone();
+        pool.run(move || inner.read_now(Wait::Read, f))
+            .await
+            .map_err(|e| StoreError::Internal(format!("a background read failed: {e}")))?
     }
 
     /// Like `read`, but tried first right here on the calling (async) thread, for reads bounded

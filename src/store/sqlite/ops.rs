@@ -699,7 +699,7 @@ impl Backend for Sqlite {
     }
 
     async fn effective_block_list(&self, org: i64) -> Result<(Vec<String>, Vec<String>)> {
-        self.read(move |c| {
+        self.read_background(move |c| {
             if !tenants::organization_exists(c, org)? {
                 return Err(StoreError::NotFound);
             }
