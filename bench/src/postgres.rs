@@ -810,3 +810,28 @@ fn combined_parallel(parts: &[&Stats]) -> Stats {
     total.elapsed = elapsed;
     total
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_gives_the_smallest_the_median_and_the_largest() {
+        assert_eq!(spread(vec![3.0, 1.0, 2.0]), (1.0, 2.0, 3.0));
+        assert_eq!(spread(vec![4.0, 1.0, 3.0, 2.0]), (1.0, 2.5, 4.0));
+        let (low, median, high) = spread(Vec::new());
+        assert!(low.is_nan() && median.is_nan() && high.is_nan());
+    }
+
+    #[test]
+    fn single_events_are_numbered_apart_across_windows_and_workers() {
+        let mut seen = std::collections::HashSet::new();
+        for window in 0..3 {
+            for w in 0..3 {
+                for n in 0..3 {
+                    assert!(seen.insert(single_index(window, w, n)));
+                }
+            }
+        }
+    }
+}
