@@ -101,10 +101,13 @@ CREATE SEQUENCE domain_ids;
 -- The domain list. No foreign key to organizations: ingest already holds the organization (an
 -- advisory lock its deletion waits for) for the whole write, and a per-row check would cost a
 -- lookup and a row lock per new name; deleting an organization deletes its entries itself.
+-- Names compare by their bytes (COLLATE "C", as SQLite's BINARY), whatever the database's locale:
+-- a normalised name is ASCII, so no locale orders it better, and the name index, probed for every
+-- name of every request, compares with memcmp instead of the locale's strcoll.
 CREATE TABLE domains (
     id              bigint NOT NULL DEFAULT nextval('domain_ids'),
     organization_id bigint NOT NULL,
-    name            text NOT NULL,
+    name            text COLLATE "C" NOT NULL,
     created_at      bigint NOT NULL,
     last_seen_at    bigint NOT NULL,
     PRIMARY KEY (organization_id, id),

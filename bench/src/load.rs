@@ -153,6 +153,15 @@ impl Stats {
         self.ok as f64 / self.elapsed.as_secs_f64().max(1e-9)
     }
 
+    /// `rate` for a workload counted in events, else `req_rate`.
+    pub fn rate_in(&self, events: bool) -> f64 {
+        if events {
+            self.rate()
+        } else {
+            self.req_rate()
+        }
+    }
+
     /// Latency percentile in milliseconds.
     pub fn pct_ms(&self, p: f64) -> f64 {
         percentile_ms(&self.lat_us, p)

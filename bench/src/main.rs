@@ -9,6 +9,7 @@ mod hostile;
 mod load;
 mod postgres;
 mod run;
+mod settle;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -78,6 +79,10 @@ pub struct BenchArgs {
     /// tokio-postgres loop, and two nodes on one database against one
     #[argh(option)]
     pub database: Option<String>,
+    /// with --database: rounds of a window of the plain loop and one of the node, taken in turn
+    /// (default 6; 2 with --quick)
+    #[argh(option)]
+    pub rounds: Option<usize>,
     /// instead of the benchmark: hostile load (stalled 1 MiB uploads, amplification bodies) beside
     /// a normal client; prints the server's peak and after-load RSS and the client's service
     #[argh(switch)]
@@ -184,6 +189,7 @@ fn run_args(args: BenchArgs) -> i32 {
             .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
         database: args.database.clone(),
         serve_args: args.serve_arg.clone(),
+        rounds: args.rounds.unwrap_or(base.rounds).max(1),
         ..base
     };
     if args.compare_exports {

@@ -16,6 +16,7 @@ use tokio_postgres::{Client, NoTls};
 use crate::data;
 use crate::load::{self, Pace, Req, Source, Stats, Target};
 use crate::run::{against, fmt_ms, fmt_rate, note, ChildProc, Options};
+use crate::settle::{self, Watched};
 
 /// `url` with its database replaced by `name`.
 fn with_database(url: &str, name: &str) -> String {
@@ -75,29 +76,28 @@ struct Line {
     unit: &'static str,
     rate: f64,
     stats: Option<Stats>,
+    /// CPU microseconds per unit: the node's, the database's.
+    cpu: Option<(f64, f64)>,
     target: String,
 }
 
 impl Line {
     fn measured(name: String, unit: &'static str, s: &Stats) -> Line {
-        let rate = if unit == "events/s" {
-            s.rate()
-        } else {
-            s.req_rate()
-        };
         Line {
             name,
             unit,
-            rate,
+            rate: s.rate_in(unit == "events/s"),
             stats: Some(s.clone()),
+            cpu: None,
             target: String::new(),
         }
     }
 }
 
-/// 1 MiB batches of all-new names, as the SQLite run's (`space` keeps runs' names apart).
-fn batches(space: u64, count: u64, batch_events: u64) -> Vec<Bytes> {
-    (0..count)
+/// 1 MiB batches of all-new names, as the SQLite run's (`space` keeps runs' names apart), from
+/// the `first`-th batch of that space on.
+fn batches(space: u64, first: u64, count: u64, batch_events: u64) -> Vec<Bytes> {
+    (first..first + count)
         .map(|b| {
             let names = (b * batch_events..).map(|n| (data::domain(space, n), n));
             data::batch(names, data::MAX_BATCH_BYTES).0
@@ -105,20 +105,31 @@ fn batches(space: u64, count: u64, batch_events: u64) -> Vec<Bytes> {
         .collect()
 }
 
-/// The ceiling of batch ingest: `clients` connections, each storing whole requests in a
-/// transaction of its own: the request's row (its three JSON arrays, the same texts the
+/// A window of a plain loop: `units` stored in `elapsed` (and as many requests `ok`).
+fn loop_stats(units: u64, ok: u64, elapsed: Duration) -> Stats {
+    Stats {
+        units,
+        ok,
+        ..Stats::default()
+    }
+    .finish(elapsed)
+}
+
+/// The ceiling of batch ingest, one window: `clients` connections, each storing whole requests
+/// in a transaction of its own: the request's row (its three JSON arrays, the same texts the
 /// benchmark sends) and its `batch_events` new domain rows (one multi-row insert), into tables
-/// of Parasol's own schema. Left out: HTTP, parsing, the acceptance checks, resolving the key,
-/// refreshing listed names, the paging counts. Returns events per second.
+/// of Parasol's own schema; batches `first..first + batches` of the loop's own names. Left out:
+/// HTTP, parsing, the acceptance checks, resolving the key, refreshing listed names, the paging
+/// counts.
 async fn batch_ceiling(
     url: &str,
     clients: usize,
-    batches: u64,
+    (first, batches): (u64, u64),
     batch_events: u64,
-) -> Result<f64, String> {
+) -> Result<Stats, String> {
     let now = parasol::timefmt::now();
     let mut work: Vec<Vec<(Vec<String>, [String; 4])>> = vec![Vec::new(); clients];
-    for b in 0..batches {
+    for (i, b) in (first..first + batches).enumerate() {
         let names: Vec<String> = (b * batch_events..(b + 1) * batch_events)
             .map(|n| data::domain(9, n))
             .collect();
@@ -132,7 +143,7 @@ async fn batch_ceiling(
             format!("[{}]", vec!["1"; names.len()].join(",")),
             format!("[{}]", bodies.join(",")),
         ];
-        work[b as usize % clients].push((names, texts));
+        work[i % clients].push((names, texts));
     }
     let mut conns = Vec::new();
     for _ in 0..clients {
@@ -169,15 +180,12 @@ async fn batch_ceiling(
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
     }
-    Ok((batches * batch_events) as f64 / start.elapsed().as_secs_f64())
+    Ok(loop_stats(batches * batch_events, batches, start.elapsed()))
 }
 
-/// The ceiling of single events: `conns` connections, each storing one request a transaction:
-/// its row, and for one in ten a new domain row, for the others its hot name's `lastSeenAt`
-/// refreshed if older than this second (as the server does). Returns requests per second.
-async fn single_ceiling(url: &str, conns: usize, secs: Duration) -> Result<f64, String> {
+/// The hot names of the single-event ceiling, listed once before its windows.
+async fn single_ceiling_setup(url: &str) -> Result<(), String> {
     let setup = connect(url).await?;
-    let now = parasol::timefmt::now();
     let hot: Vec<String> = (0..data::HOT_DOMAINS)
         .map(|n| data::domain(data::SPACE_HOT, n))
         .collect();
@@ -185,10 +193,22 @@ async fn single_ceiling(url: &str, conns: usize, secs: Duration) -> Result<f64, 
         .execute(
             "INSERT INTO domains (organization_id, name, created_at, last_seen_at)
              SELECT 1, n, $2, $2 FROM unnest($1::text[]) AS n",
-            &[&hot, &(now - 1)],
+            &[&hot, &(parasol::timefmt::now() - 1)],
         )
         .await
         .map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The ceiling of single events, window `window`: `conns` connections, each storing one request
+/// a transaction: its row, and for one in ten a new domain row, for the others its hot name's
+/// `lastSeenAt` refreshed if older than this second (as the server does).
+async fn single_ceiling(
+    url: &str,
+    conns: usize,
+    secs: Duration,
+    window: u64,
+) -> Result<Stats, String> {
     let mut clients = Vec::new();
     for _ in 0..conns {
         clients.push(connect(url).await?);
@@ -218,7 +238,7 @@ async fn single_ceiling(url: &str, conns: usize, secs: Duration) -> Result<f64, 
                 .await?;
             let mut n = 0u64;
             while Instant::now() < deadline {
-                let i = (w as u64) << 32 | n;
+                let i = single_index(window, w, n);
                 let r = data::mix(i ^ 25 << 48);
                 let (is_new, name) = if r.is_multiple_of(10) {
                     (true, data::domain(25, i))
@@ -249,7 +269,13 @@ async fn single_ceiling(url: &str, conns: usize, secs: Duration) -> Result<f64, 
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
     }
-    Ok(total as f64 / start.elapsed().as_secs_f64())
+    Ok(loop_stats(total, total, start.elapsed()))
+}
+
+/// The number of worker `w`'s `n`-th single event of window `window`, which names its event and
+/// (one in ten) its new domain: distinct over the whole run.
+fn single_index(window: u64, w: usize, n: u64) -> u64 {
+    window << 48 | (w as u64) << 32 | n
 }
 
 /// Starts a node on `database` with data directory `dir`; its target (trusting its own
@@ -320,43 +346,40 @@ async fn measure(
     (server_cpu, pinned, ncores): (Option<usize>, bool, usize),
 ) -> Result<(), String> {
     let secs = Duration::from_secs_f64(opts.seconds);
+    let window = secs / 2;
+    let rounds = opts.rounds.max(1);
     let (conns, ic) = (opts.connections, opts.ingest_clients);
+    let per_window = opts.ingest_batches;
     let (_, batch_events) = data::batch(
         (0..).map(|n| (data::domain(7, n), n)),
         data::MAX_BATCH_BYTES,
     );
-    let mut lines: Vec<Line> = Vec::new();
 
-    // ------------------------------------------------------------ the ceilings
+    // The database's processes (when it runs on this machine): its postmaster and every backend.
+    let admin = connect(&dbs.admin).await?;
+    let backend: i32 = admin
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .map_err(|e| e.to_string())?
+        .get(0);
+    let database = Watched {
+        plain: Vec::new(),
+        trees: u32::try_from(backend)
+            .ok()
+            .and_then(settle::parent_of)
+            .into_iter()
+            .collect(),
+    };
+    if database.trees.is_empty() {
+        note("the database's processes are not on this machine: its CPU time is not shown");
+    }
+
     let ceiling_url = dbs.create(&format!("bench_ceiling_{tag}")).await?;
     parasol::store::Store::open_postgres(&ceiling_url, parasol::store::OpenRole::Server)
         .await
         .map_err(|e| e.to_string())?
         .close();
-    note("baseline: plain tokio-postgres loop, 1 MiB requests");
-    let batch_rate = batch_ceiling(&ceiling_url, ic, opts.ingest_batches, batch_events).await?;
-    lines.push(Line {
-        name: format!(
-            "tokio-postgres loop, tx of 1 request row + {batch_events} new domains, {ic} conns"
-        ),
-        unit: "events/s",
-        rate: batch_rate,
-        stats: None,
-        target: format!("storage ceiling: {}", fmt_rate(batch_rate)),
-    });
-    note("baseline: plain tokio-postgres loop, single events");
-    let single_rate = single_ceiling(&ceiling_url, conns, secs).await?;
-    lines.push(Line {
-        name: format!(
-            "tokio-postgres loop, tx of 1 single-event request row (10% with a new domain), {conns} conns"
-        ),
-        unit: "req/s",
-        rate: single_rate,
-        stats: None,
-        target: format!("single-event storage: {} req/s", fmt_rate(single_rate)),
-    });
-
-    // ------------------------------------------------------------ one node
+    single_ceiling_setup(&ceiling_url).await?;
     let server_url = dbs.create(&format!("bench_server_{tag}")).await?;
     note("pre-loading organizations and the hot names");
     let world = data::prepare_postgres(&server_url).await?;
@@ -367,6 +390,19 @@ async fn measure(
         conns.max(ic)
     );
     let (node_a, target_a) = start_node(opts, &dir.join("a"), &node_url, server_cpu)?;
+    let node = Watched {
+        plain: vec![node_a.pid()],
+        trees: Vec::new(),
+    };
+    let machine = Watched {
+        plain: node.plain.clone(),
+        trees: database.trees.clone(),
+    };
+    let sides = Sides {
+        node: &node,
+        database: &database,
+        machine: &machine,
+    };
     let enf = |key: &str| format!("/1.0/events?customerKey={key}");
     let batch_source = |batches: Arc<Vec<Bytes>>, key: &str, clients: usize| -> Source {
         let path = enf(key);
@@ -376,10 +412,10 @@ async fn measure(
             Some(Req::post(path.clone(), body, 202, batch_events))
         })
     };
-    let single_source = |space: u64| -> Source {
+    let single_source = |space: u64, window: u64| -> Source {
         let path = enf(&world.mixed_key);
         Arc::new(move |w, n| {
-            let i = (w as u64) << 32 | n;
+            let i = single_index(window, w, n);
             let r = data::mix(i ^ space << 48);
             let name = if r.is_multiple_of(10) {
                 data::domain(space, i)
@@ -395,39 +431,73 @@ async fn measure(
         })
     };
     let long = Duration::from_secs(3600);
-    note("one node: ingest");
-    let one_batches = Arc::new(batches(10, opts.ingest_batches, batch_events));
-    let ingest_one = load::run(
-        &target_a,
-        ic,
-        long,
-        Pace::Closed,
-        batch_source(one_batches, &world.ingest_key, ic),
+
+    // ------------------------------------------------------------ ceiling and one node, in turn
+    note(format!(
+        "ingest: {rounds} rounds of a ceiling window and a node window, {per_window} batches each"
+    ));
+    let ingest = alternate(
+        &sides,
+        rounds,
+        true,
+        |r| batch_ceiling(&ceiling_url, ic, (r * per_window, per_window), batch_events),
+        |r| {
+            let b = Arc::new(batches(10, r * per_window, per_window, batch_events));
+            load::run(
+                &target_a,
+                ic,
+                long,
+                Pace::Closed,
+                batch_source(b, &world.ingest_key, ic),
+            )
+        },
     )
-    .await;
-    let mut l = Line::measured(
-        format!("one node: ingest new domains, 1 MiB x {batch_events} ev, {ic} clients"),
-        "events/s",
-        &ingest_one,
-    );
-    let (shown, met) = against(l.rate / batch_rate * 100.0, 1, |p| p >= 70.0);
-    l.target = format!("{shown}% of storage ceiling (>= 70%): {met}");
-    lines.push(l);
-    note("one node: single events");
-    let single_one = load::run(&target_a, conns, secs, Pace::Closed, single_source(23)).await;
-    let mut l = Line::measured(
-        format!("one node: single events, 90% listed names, {conns} conns"),
-        "req/s",
-        &single_one,
-    );
-    let (shown, met) = against(l.rate / single_rate * 100.0, 1, |p| p >= 50.0);
-    l.target = format!("{shown}% of single-event storage (>= 50%): {met}");
-    lines.push(l);
+    .await?;
+    note(format!(
+        "single events: {rounds} rounds of a ceiling window and a node window, {} s each",
+        window.as_secs_f64()
+    ));
+    let single = alternate(
+        &sides,
+        rounds,
+        false,
+        |r| single_ceiling(&ceiling_url, conns, window, r),
+        |r| load::run(&target_a, conns, window, Pace::Closed, single_source(23, r)),
+    )
+    .await?;
+    let mut lines = vec![
+        ingest.ceiling_line(format!(
+            "tokio-postgres loop, tx of 1 request row + {batch_events} new domains, {ic} conns, \
+             {rounds} windows of {per_window} batches"
+        )),
+        single.ceiling_line(format!(
+            "tokio-postgres loop, tx of 1 single-event request row (10% with a new domain), \
+             {conns} conns, {rounds} windows of {} s",
+            window.as_secs_f64()
+        )),
+        ingest.node_line(
+            format!(
+                "one node: ingest new domains, 1 MiB x {batch_events} ev, {ic} clients, in turn \
+                 with the loop's windows"
+            ),
+            70.0,
+        ),
+        single.node_line(
+            format!(
+                "one node: single events, 90% listed names, {conns} conns, in turn with the \
+                 loop's windows"
+            ),
+            50.0,
+        ),
+    ];
+    let (one_ingest, ceiling_ingest) = (ingest.node_all(), ingest.ceiling_all());
+    let (one_single, ceiling_single) = (single.node_all(), single.ceiling_all());
 
     // ------------------------------------------------------------ two nodes, one database
     let (node_b, target_b) = start_node(opts, &dir.join("b"), &node_url, server_cpu)?;
+    machine.settle()?;
     note("two nodes: ingest");
-    let two_batches = Arc::new(batches(12, opts.ingest_batches, batch_events));
+    let two_batches = Arc::new(batches(12, 0, opts.ingest_batches, batch_events));
     let half = ic.div_ceil(2);
     let (even, odd): (Vec<Bytes>, Vec<Bytes>) = {
         let mut e = Vec::new();
@@ -465,15 +535,28 @@ async fn measure(
     );
     l.target = format!(
         "{:.0}% of one node; {:.0}% of storage ceiling",
-        l.rate / ingest_one.rate() * 100.0,
-        l.rate / batch_rate * 100.0
+        l.rate / one_ingest.rate() * 100.0,
+        l.rate / ceiling_ingest.rate() * 100.0
     );
     lines.push(l);
+    machine.settle()?;
     note("two nodes: single events");
     let half_conns = conns.div_ceil(2);
     let (sa, sb) = tokio::join!(
-        load::run(&target_a, half_conns, secs, Pace::Closed, single_source(26)),
-        load::run(&target_b, half_conns, secs, Pace::Closed, single_source(27))
+        load::run(
+            &target_a,
+            half_conns,
+            secs,
+            Pace::Closed,
+            single_source(26, 0)
+        ),
+        load::run(
+            &target_b,
+            half_conns,
+            secs,
+            Pace::Closed,
+            single_source(27, 0)
+        )
     );
     let single_two = combined_parallel(&[&sa, &sb]);
     let mut l = Line::measured(
@@ -483,8 +566,8 @@ async fn measure(
     );
     l.target = format!(
         "{:.0}% of one node; {:.0}% of single-event storage",
-        l.rate / single_one.req_rate() * 100.0,
-        l.rate / single_rate * 100.0
+        l.rate / one_single.req_rate() * 100.0,
+        l.rate / ceiling_single.req_rate() * 100.0
     );
     lines.push(l);
     node_b.stop().map_err(|e| format!("node b: {e}"))?;
@@ -504,16 +587,24 @@ async fn measure(
         }
     );
     println!(
-        "{}-second runs; {} events per 1 MiB batch",
-        opts.seconds, batch_events
+        "{} events per 1 MiB batch; the loops and one node measured in alternating windows \
+         (loop, node, node, loop, ...), each started once the node and the database were idle, \
+         CPU counted from a window's start until they were idle again; two nodes {}-second runs",
+        batch_events, opts.seconds
     );
     println!();
-    println!("| workload | rate | unit | p50 ms | p99 ms | errors | target |");
-    println!("|---|---:|---|---:|---:|---:|---|");
+    println!(
+        "| workload | rate | unit | p50 ms | p99 ms | errors | CPU us per unit, node / database | target |"
+    );
+    println!("|---|---:|---|---:|---:|---:|---|---|");
     for l in &lines {
+        let cpu = l
+            .cpu
+            .map(|(n, d)| format!("{} / {}", fmt_us(n), fmt_us(d)))
+            .unwrap_or_default();
         match &l.stats {
             Some(s) => println!(
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {cpu} | {} |",
                 l.name,
                 fmt_rate(l.rate),
                 l.unit,
@@ -523,7 +614,7 @@ async fn measure(
                 l.target
             ),
             None => println!(
-                "| {} | {} | {} | | | | {} |",
+                "| {} | {} | {} | | | | {cpu} | {} |",
                 l.name,
                 fmt_rate(l.rate),
                 l.unit,
@@ -539,10 +630,208 @@ async fn measure(
     Ok(())
 }
 
+/// CPU microseconds, or "-" where not measured.
+fn fmt_us(us: f64) -> String {
+    if us.is_finite() {
+        format!("{us:.1}")
+    } else {
+        "-".into()
+    }
+}
+
+/// The processes whose CPU time the windows count.
+struct Sides<'a> {
+    node: &'a Watched,
+    database: &'a Watched,
+    /// Both: let settle before and after each window.
+    machine: &'a Watched,
+}
+
+/// One workload's windows: the ceiling loop's and the node's, one of each a round.
+struct Compared {
+    /// Counted in events (ingest), else in requests.
+    events: bool,
+    ceiling: Vec<Stats>,
+    node: Vec<Stats>,
+    /// CPU seconds from each window's start until idle, all windows of a side:
+    /// `[ceiling, node]` x `[node, database]`.
+    cpu: [[f64; 2]; 2],
+}
+
+/// Runs `rounds` rounds of one ceiling window (`ceiling(round)`) and one node window
+/// (`node(round)`), in turn: ceiling then node, then node then ceiling, ..., so that neither
+/// always goes first and the machine's drift over minutes falls on both alike.
+async fn alternate<C, N>(
+    sides: &Sides<'_>,
+    rounds: usize,
+    events: bool,
+    mut ceiling: impl FnMut(u64) -> C,
+    mut node: impl FnMut(u64) -> N,
+) -> Result<Compared, String>
+where
+    C: std::future::Future<Output = Result<Stats, String>>,
+    N: std::future::Future<Output = Stats>,
+{
+    let mut c = Compared {
+        events,
+        ceiling: Vec::new(),
+        node: Vec::new(),
+        cpu: [[0.0; 2]; 2],
+    };
+    let cpu = || [sides.node.cpu_secs(), sides.database.cpu_secs()];
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for side in order {
+            sides.machine.settle()?;
+            let before = cpu();
+            let s = if side == 0 {
+                ceiling(round as u64).await?
+            } else {
+                node(round as u64).await
+            };
+            sides.machine.settle()?;
+            for (total, (a, b)) in c.cpu[side].iter_mut().zip(cpu().into_iter().zip(before)) {
+                *total += a.zip(b).map_or(f64::NAN, |(a, b)| a - b);
+            }
+            note(format!(
+                "round {round}, {}: {:.0} {}/s",
+                ["loop", "node"][side],
+                c.rate(&s),
+                if events { "events" } else { "requests" }
+            ));
+            if side == 0 {
+                c.ceiling.push(s);
+            } else {
+                c.node.push(s);
+            }
+        }
+    }
+    Ok(c)
+}
+
+impl Compared {
+    fn rate(&self, s: &Stats) -> f64 {
+        s.rate_in(self.events)
+    }
+
+    fn unit(&self) -> &'static str {
+        if self.events {
+            "events/s"
+        } else {
+            "req/s"
+        }
+    }
+
+    fn ceiling_all(&self) -> Stats {
+        Stats::combined(self.ceiling.clone())
+    }
+
+    fn node_all(&self) -> Stats {
+        Stats::combined(self.node.clone())
+    }
+
+    /// CPU microseconds per unit of side `side` (0: ceiling, 1: node): the node's, the database's.
+    fn cpu_us(&self, side: usize) -> (f64, f64) {
+        let s = if side == 0 {
+            self.ceiling_all()
+        } else {
+            self.node_all()
+        };
+        let units = if self.events { s.units } else { s.ok }.max(1) as f64;
+        (
+            self.cpu[side][0] * 1e6 / units,
+            self.cpu[side][1] * 1e6 / units,
+        )
+    }
+
+    fn ceiling_line(&self, name: String) -> Line {
+        let all = self.ceiling_all();
+        let rates: Vec<f64> = self.ceiling.iter().map(|s| self.rate(s)).collect();
+        let (low, _, high) = spread(rates);
+        let rate = self.rate(&all);
+        Line {
+            name,
+            unit: self.unit(),
+            rate,
+            stats: None,
+            cpu: Some((f64::NAN, self.cpu_us(0).1)),
+            target: format!(
+                "{}: {} (windows {}-{})",
+                if self.events {
+                    "storage ceiling"
+                } else {
+                    "single-event storage"
+                },
+                fmt_rate(rate),
+                fmt_rate(low),
+                fmt_rate(high)
+            ),
+        }
+    }
+
+    /// The node's line: its rate over all windows against the ceiling's over all windows, and
+    /// the median of the rounds' ratios with their range, each against `target` percent.
+    fn node_line(&self, name: String, target: f64) -> Line {
+        let all = self.node_all();
+        let mut l = Line::measured(name, self.unit(), &all);
+        let ratio = l.rate / self.rate(&self.ceiling_all()) * 100.0;
+        let ratios: Vec<f64> = self
+            .ceiling
+            .iter()
+            .zip(&self.node)
+            .map(|(c, n)| self.rate(n) / self.rate(c) * 100.0)
+            .collect();
+        let (low, median, high) = spread(ratios);
+        let (shown, met) = against(ratio, 1, |p| p >= target);
+        let (m_shown, m_met) = against(median, 1, |p| p >= target);
+        l.cpu = Some(self.cpu_us(1));
+        l.target = format!(
+            "{shown}% of the loop over all windows (>= {target:.0}%): {met}; median of the \
+             rounds' {m_shown}% (>= {target:.0}%): {m_met} ({low:.1}-{high:.1}%)"
+        );
+        l
+    }
+}
+
+/// The smallest, the median and the largest of `v` (NaN if empty).
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    (v[0], (v[(n - 1) / 2] + v[n / 2]) / 2.0, v[n - 1])
+}
+
 /// Two workloads run side by side as one: their requests added, over the longer duration.
 fn combined_parallel(parts: &[&Stats]) -> Stats {
     let elapsed = parts.iter().map(|s| s.elapsed).max().unwrap_or_default();
     let mut total = Stats::combined(parts.iter().map(|s| (*s).clone()));
     total.elapsed = elapsed;
     total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_gives_the_smallest_the_median_and_the_largest() {
+        assert_eq!(spread(vec![3.0, 1.0, 2.0]), (1.0, 2.0, 3.0));
+        assert_eq!(spread(vec![4.0, 1.0, 3.0, 2.0]), (1.0, 2.5, 4.0));
+        let (low, median, high) = spread(Vec::new());
+        assert!(low.is_nan() && median.is_nan() && high.is_nan());
+    }
+
+    #[test]
+    fn single_events_are_numbered_apart_across_windows_and_workers() {
+        let mut seen = std::collections::HashSet::new();
+        for window in 0..3 {
+            for w in 0..3 {
+                for n in 0..3 {
+                    assert!(seen.insert(single_index(window, w, n)));
+                }
+            }
+        }
+    }
 }

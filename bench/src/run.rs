@@ -50,6 +50,8 @@ pub struct Options {
     pub database: Option<String>,
     /// More arguments for `parasol serve`.
     pub serve_args: Vec<String>,
+    /// The PostgreSQL mode's rounds: a window of the plain loop and one of the node, in turn.
+    pub rounds: usize,
 }
 
 impl Options {
@@ -70,6 +72,7 @@ impl Options {
             database: None,
             exports: false,
             serve_args: Vec::new(),
+            rounds: 6,
         }
     }
 
@@ -83,6 +86,7 @@ impl Options {
             ingest_clients: 2,
             ingest_batches: 4,
             deep_page: 90,
+            rounds: 2,
             ..Options::full(binary)
         }
     }

@@ -376,8 +376,13 @@ impl Postgres {
                 recycling_method: RecyclingMethod::Fast,
             },
         );
+        // Last in, first out: a request takes the connection used last, whose backend has the
+        // statements' plans, the catalog and the shared buffers it touches warm, rather than
+        // cycling through every connection a burst opened (first in, first out, the default):
+        // each of those backends would fault in and cache everything again.
         let pool = Pool::builder(manager)
             .max_size(parsed.pool_size)
+            .queue_mode(deadpool_postgres::QueueMode::Lifo)
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(POOL_WAIT))
             .create_timeout(Some(CONNECT_TIMEOUT + Duration::from_secs(1)))
