@@ -288,6 +288,44 @@ async fn rewrites_are_coalesced() {
     s.stop().await;
 }
 
+/// A rewrite waits while the server is busy taking writes, but not for ever: while a large
+/// upload of events stays in flight (a client that sent the head and the start of a batch, and
+/// then nothing), names listed meanwhile still reach the files, one after the other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stays_busy_does_not_hold_back_the_files() {
+    use tokio::io::AsyncWriteExt;
+    let s = TestServer::start_with(|c| {
+        let mut e = ExportConfig::new(c.data_dir.join("exports"));
+        e.formats = vec![Format::Hosts];
+        c.export = Some(e);
+        // The upload below stays in flight for the whole test.
+        c.limits.body_timeout = std::time::Duration::from_secs(3600);
+    })
+    .await;
+    let (org, key) = s.create_org("Never idle");
+    let path = exports_of(&s).join(format!("org-{org}.hosts"));
+    wait_for("the first file", || read(&path)).await;
+    let mut upload = s.client.connect().await.unwrap();
+    let head = format!(
+        "POST /1.0/events?customerKey={key} HTTP/1.1\r\nHost: localhost\r\n\
+         Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n[{},",
+        event("upload.never-idle.example")
+    );
+    upload.write_all(head.as_bytes()).await.unwrap();
+    upload.flush().await.unwrap();
+    for i in 0..3 {
+        let name = format!("new{i}.never-idle.example");
+        post(&s, &key, &[&name]).await;
+        wait_for(
+            &format!("{name} in the file with an upload in flight"),
+            || read(&path)?.contains(&format!(" {name}\n")).then_some(()),
+        )
+        .await;
+    }
+    drop(upload);
+    s.stop().await;
+}
+
 /// A file is never seen half-written: a reader that opens it over and over while large lists are
 /// rewritten finds, every time, one whole version (the header, then two complete triggers per
 /// name, the last line ended).
