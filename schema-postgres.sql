@@ -1,4 +1,4 @@
--- Parasol's whole PostgreSQL schema, as of schema version 5 (the same numbers as schema.sql's:
+-- Parasol's whole PostgreSQL schema, as of schema version 6 (the same numbers as schema.sql's:
 -- a version names the same data model on both engines). src/store/postgres/migrate.rs applies it
 -- to an empty database; later versions add upgrade scripts in src/store/postgres/upgrades/.
 -- Timestamps are integer seconds since the Unix epoch (UTC), as on SQLite.
@@ -160,6 +160,16 @@ CREATE TABLE event_purges (
 
 CREATE TABLE list_changes (
     organization_id bigint PRIMARY KEY
+);
+
+-- One row per committed write other than an ingest (whose own request row serves), inserted in
+-- the write's transaction: a node whose commit answer was lost with its connection learns from
+-- it, on a new connection, whether the write was stored (src/store/postgres/mod.rs, `settle`).
+-- Random keys, since a promoted standby may hand a sequence's numbers out again; deleted after
+-- two hours by each node's probe.
+CREATE TABLE commit_tokens (
+    token bigint PRIMARY KEY,
+    at    bigint NOT NULL
 );
 
 CREATE TABLE allow_list (

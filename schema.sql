@@ -1,4 +1,4 @@
--- Parasol's whole SQLite schema, as of schema version 5.
+-- Parasol's whole SQLite schema, as of schema version 6.
 -- src/store/sqlite/migrate.rs applies it to a new database; a database of an earlier version is brought
 -- here by the scripts in src/store/sqlite/upgrades/ instead (each shipped version's schema is kept there
 -- for the upgrade tests). Timestamps are integer seconds since the Unix epoch (UTC).

@@ -35,6 +35,10 @@ pub enum EnfError {
     /// 503 with a Retry-After in seconds: the storage cannot take the request now (disk full, I/O
     /// error, writer restarting) or the server is over a budget; nothing of it was stored.
     Unavailable(u64),
+    /// 503 with a Retry-After in seconds: the answer of the storage's commit was lost and its
+    /// outcome could not be learnt in time (the database away for longer than a failover may
+    /// take): the request may or may not have been stored.
+    Unsettled(u64),
     /// 500; details are logged where they happen.
     Internal,
 }
@@ -52,7 +56,7 @@ impl EnfError {
             EnfError::TooManyRequests(_) | EnfError::TooManyNewDomains(_) => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            EnfError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            EnfError::Unavailable(_) | EnfError::Unsettled(_) => StatusCode::SERVICE_UNAVAILABLE,
             EnfError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -67,7 +71,7 @@ impl EnfError {
             EnfError::MethodNotAllowed(_) => "MethodNotAllowed",
             EnfError::UnsupportedMediaType => "UnsupportedMediaType",
             EnfError::TooManyRequests(_) | EnfError::TooManyNewDomains(_) => "TooManyRequests",
-            EnfError::Unavailable(_) => "ServiceUnavailableError",
+            EnfError::Unavailable(_) | EnfError::Unsettled(_) => "ServiceUnavailableError",
             EnfError::Internal => "InternalError",
         }
     }
@@ -87,6 +91,7 @@ impl EnfError {
                 "Too many new domains: at most 200 a minute for a customer key".into()
             }
             EnfError::Unavailable(_) => UNAVAILABLE.into(),
+            EnfError::Unsettled(_) => UNSETTLED.into(),
             EnfError::Internal => "Internal error".into(),
         }
     }
@@ -106,7 +111,8 @@ impl EnfError {
             }
             EnfError::TooManyRequests(secs)
             | EnfError::TooManyNewDomains(secs)
-            | EnfError::Unavailable(secs) => {
+            | EnfError::Unavailable(secs)
+            | EnfError::Unsettled(secs) => {
                 h.insert(RETRY_AFTER, HeaderValue::from(*secs));
             }
             EnfError::TooLarge => {
@@ -183,6 +189,8 @@ pub enum MgmtError {
     UnsupportedMediaType,
     /// 503 with a Retry-After in seconds (see `EnfError::Unavailable`).
     Unavailable(u64),
+    /// 503 with a Retry-After in seconds: the outcome is unknown (see `EnfError::Unsettled`).
+    Unsettled(u64),
     /// 500; details are logged where they happen.
     Internal,
 }
@@ -196,7 +204,7 @@ impl MgmtError {
             MgmtError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             MgmtError::Conflict(_) => StatusCode::CONFLICT,
             MgmtError::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            MgmtError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            MgmtError::Unavailable(_) | MgmtError::Unsettled(_) => StatusCode::SERVICE_UNAVAILABLE,
             MgmtError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -210,6 +218,7 @@ impl MgmtError {
             MgmtError::MethodNotAllowed(_) => "Method not allowed".into(),
             MgmtError::UnsupportedMediaType => "Content-Type must be application/json".into(),
             MgmtError::Unavailable(_) => UNAVAILABLE.into(),
+            MgmtError::Unsettled(_) => UNSETTLED.into(),
             MgmtError::Internal => "Internal error".into(),
         }
     }
@@ -247,7 +256,7 @@ impl MgmtError {
             MgmtError::TooLarge => {
                 h.insert(CONNECTION, HeaderValue::from_static("close"));
             }
-            MgmtError::Unavailable(secs) => {
+            MgmtError::Unavailable(secs) | MgmtError::Unsettled(secs) => {
                 h.insert(RETRY_AFTER, HeaderValue::from(*secs));
             }
             _ => {}
@@ -260,6 +269,10 @@ impl MgmtError {
 const UNAVAILABLE: &str =
     "The service cannot store requests right now; nothing of this request was stored. Retry later";
 
+/// The message of a 503 whose outcome is unknown: the same words on both interfaces.
+const UNSETTLED: &str = "The database did not confirm whether this request was stored: its \
+    outcome is unknown. Check whether it took effect before retrying it";
+
 impl From<StoreError> for MgmtError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -267,6 +280,7 @@ impl From<StoreError> for MgmtError {
             StoreError::Conflict(m) => MgmtError::Conflict(m),
             StoreError::Invalid(m) => MgmtError::BadRequest(m),
             e => match e.retry_after() {
+                Some(secs) if e.is_unsettled() => MgmtError::Unsettled(secs),
                 // The storage fault itself is logged once by the store.
                 Some(secs) => MgmtError::Unavailable(secs),
                 None => {
@@ -281,6 +295,7 @@ impl From<StoreError> for MgmtError {
 impl From<StoreError> for EnfError {
     fn from(e: StoreError) -> Self {
         match e.retry_after() {
+            Some(secs) if e.is_unsettled() => EnfError::Unsettled(secs),
             Some(secs) => EnfError::Unavailable(secs),
             None => {
                 log::error!("enforcement request failed: {e}");
@@ -306,6 +321,7 @@ mod tests {
             (EnfError::UnsupportedMediaType, 415, "UnsupportedMediaType"),
             (EnfError::TooManyRequests(1), 429, "TooManyRequests"),
             (EnfError::Unavailable(5), 503, "ServiceUnavailableError"),
+            (EnfError::Unsettled(5), 503, "ServiceUnavailableError"),
             (EnfError::Internal, 500, "InternalError"),
         ];
         for (e, status, code) in cases {
@@ -362,6 +378,7 @@ mod tests {
                 "Unsupported Media Type",
             ),
             (MgmtError::Unavailable(5), 503, "Service Unavailable"),
+            (MgmtError::Unsettled(5), 503, "Service Unavailable"),
             (MgmtError::Internal, 500, "Internal Server Error"),
         ] {
             assert_eq!(e.status().as_u16(), s);

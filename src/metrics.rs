@@ -238,7 +238,7 @@ impl Refusal {
             E::TooManyRequests(_) | E::TooManyNewDomains(_) => Refusal::RateLimit,
             E::InvalidCredentials => Refusal::Credentials,
             E::UnsupportedMediaType => Refusal::MediaType,
-            E::Unavailable(_) => Refusal::Unavailable,
+            E::Unavailable(_) | E::Unsettled(_) => Refusal::Unavailable,
             E::Internal => Refusal::Internal,
             E::TooLarge | E::NotFound(_) | E::MethodNotAllowed(_) => return None,
         })

@@ -61,6 +61,7 @@ fn readiness(health: &crate::store::StorageHealth) -> Response<Body> {
         "read_only" => "The database cannot be written: writes are refused",
         "writer_down" => "The database writer is not running: writes are refused",
         "disconnected" => "The connection to the database is lost: writes are refused",
+        "outcome_unknown" => "The database did not confirm a commit in time: writes are refused",
         _ => "The storage refuses writes",
     };
     let mut res = json(

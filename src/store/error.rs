@@ -18,7 +18,7 @@ pub enum StoreError {
     Invalid(String),
     /// The storage cannot take the operation now (disk full, I/O error, the database locked for
     /// too long, the writer restarting). Nothing of the operation was stored; retrying later is
-    /// safe.
+    /// safe. The one exception is `FaultKind::Unsettled`: a commit whose outcome is unknown.
     Unavailable(Fault),
     /// The store is shutting down: the writer takes no more work.
     Closed,
@@ -55,6 +55,9 @@ pub enum FaultKind {
     WriterDown,
     /// The connection to the database server was lost (networked backends).
     Disconnected,
+    /// The answer of a commit was lost and its outcome could not be learnt before the settling
+    /// window ended (networked backends): the write may or may not have been stored.
+    Unsettled,
 }
 
 impl FaultKind {
@@ -67,6 +70,7 @@ impl FaultKind {
             FaultKind::ReadOnly => "read_only",
             FaultKind::WriterDown => "writer_down",
             FaultKind::Disconnected => "disconnected",
+            FaultKind::Unsettled => "outcome_unknown",
         }
     }
 }
@@ -85,11 +89,20 @@ impl StoreError {
         matches!(self, StoreError::Unavailable(_) | StoreError::Closed)
     }
 
+    /// True for a write whose outcome is unknown (`FaultKind::Unsettled`): its 503 must not say
+    /// that nothing was stored.
+    pub fn is_unsettled(&self) -> bool {
+        matches!(self, StoreError::Unavailable(f) if f.kind == FaultKind::Unsettled)
+    }
+
     /// Seconds a client should wait before retrying, for errors that are worth a retry.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             StoreError::Unavailable(f) => Some(match f.kind {
-                FaultKind::Busy | FaultKind::WriterDown | FaultKind::Disconnected => 1,
+                FaultKind::Busy
+                | FaultKind::WriterDown
+                | FaultKind::Disconnected
+                | FaultKind::Unsettled => 1,
                 FaultKind::DiskFull | FaultKind::Io | FaultKind::ReadOnly => 5,
             }),
             StoreError::Closed => Some(5),
@@ -128,5 +141,53 @@ impl fmt::Display for StoreError {
 }
 
 impl std::error::Error for StoreError {}
+
+/// The classes every engine sorts its errors into, each with its answer: an engine keeps one
+/// table from its own codes (PostgreSQL's SQLSTATEs, SQLite's result codes) to these, and
+/// `ErrorClass::error` makes the store's error, with the same words whatever the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ErrorClass {
+    /// A row the write refers to is gone (another request deleted it meanwhile): 404.
+    NotFound,
+    /// The write collides with another made at the same time (a unique key taken meanwhile): 409.
+    Conflict,
+    /// A value the storage refuses (out of its range or its checks): 400.
+    Invalid,
+    /// The storage cannot take the operation now: 503 with Retry-After, as `FaultKind` says.
+    Unavailable(FaultKind),
+    /// A bug or a damaged database: 500, details logged.
+    Internal,
+}
+
+impl ErrorClass {
+    /// The store's error for an engine error of this class; `detail` is the engine's words,
+    /// which only the log and the metrics see.
+    pub(crate) fn error(self, detail: String) -> StoreError {
+        match self {
+            ErrorClass::NotFound => {
+                log::debug!("a referenced row is gone: {detail}");
+                StoreError::NotFound
+            }
+            ErrorClass::Conflict => {
+                log::debug!("a concurrent write conflicts: {detail}");
+                StoreError::Conflict(CONCURRENT_CONFLICT.into())
+            }
+            ErrorClass::Invalid => {
+                log::debug!("the storage refuses a value: {detail}");
+                StoreError::Invalid(VALUE_REFUSED.into())
+            }
+            ErrorClass::Unavailable(kind) => StoreError::fault(kind, detail),
+            ErrorClass::Internal => StoreError::Internal(detail),
+        }
+    }
+}
+
+/// The words of `ErrorClass::Conflict`.
+pub(crate) const CONCURRENT_CONFLICT: &str =
+    "Another request changed the same data at the same time; nothing of this request was stored";
+
+/// The words of `ErrorClass::Invalid`.
+pub(crate) const VALUE_REFUSED: &str =
+    "A value is outside the range the storage accepts; nothing of this request was stored";
 
 pub type Result<T> = std::result::Result<T, StoreError>;

@@ -20,12 +20,14 @@
 //! Only this module's files speak to a database crate (a test holds the rest of `src/` to that).
 
 mod error;
+mod health;
 pub mod metrics;
 pub mod model;
 pub mod postgres;
 pub mod sqlite;
 pub mod transfer;
 
+pub(crate) use error::ErrorClass;
 pub use error::{Fault, FaultKind, Result, StoreError};
 pub use metrics::{StorageStats, StoreMetrics};
 pub use model::*;

@@ -20,8 +20,8 @@ pub const SCHEMA: &str = include_str!("../../../schema-postgres.sql");
 const FIRST_VERSION: i64 = 5;
 
 /// Entry `i` brings a database from version `FIRST_VERSION + i` to `FIRST_VERSION + i + 1`
-/// (files `upgrades/N-what.sql`, N the version they make). None yet: version 5 is the first.
-const UPGRADES: &[&str] = &[];
+/// (files `upgrades/N-what.sql`, N the version they make).
+const UPGRADES: &[&str] = &[include_str!("upgrades/6-commit-tokens.sql")];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = FIRST_VERSION + UPGRADES.len() as i64;

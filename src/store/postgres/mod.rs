@@ -28,7 +28,8 @@ use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, PoolError, Recycli
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
-use crate::store::{FaultKind, OpenRole, Result, StorageHealth, StoreError};
+use crate::store::health::Health;
+use crate::store::{ErrorClass, FaultKind, OpenRole, Result, StorageHealth, StoreError};
 
 /// Connections each node keeps to the database at most, unless the URL says otherwise
 /// (`pool_size=N`, Parasol's own parameter). Requests beyond wait for one. Each connection is a
@@ -44,8 +45,14 @@ const POOL_WAIT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// After a commit whose answer was lost with the connection: how long the node keeps trying to
-/// learn, on a new connection, whether it was stored.
-const VERIFY_FOR: Duration = Duration::from_secs(15);
+/// learn, on a new connection, whether it was stored, unless the URL says otherwise
+/// (`settle_for=SECONDS`, Parasol's own parameter). Long enough for a failover manager to
+/// promote a standby (Patroni's and pg_auto_failover's defaults take 30 to 60 seconds); the
+/// client waits for its answer meanwhile.
+const SETTLE_FOR: Duration = Duration::from_secs(90);
+
+/// How often the background probe asks the database whether it takes a commit (`probe`).
+const PROBE_EVERY: Duration = Duration::from_secs(1);
 
 /// A boxed future borrowing a connection, as the operations' closures return them.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
@@ -59,12 +66,17 @@ pub struct DatabaseUrl {
     config: tokio_postgres::Config,
     root_cert: Option<PathBuf>,
     pool_size: usize,
+    settle_for: Duration,
     redacted: String,
 }
 
 impl DatabaseUrl {
     /// Parses `postgres://USER:PASS@HOST:PORT/DB?sslmode=...&sslrootcert=FILE&pool_size=N`
-    /// (`pool_size`: the node's connections at most, `POOL_SIZE` by default). `sslmode` is
+    /// (`pool_size`: the node's connections at most, `POOL_SIZE` by default; `settle_for`: the
+    /// seconds a lost commit answer is settled for, `SETTLE_FOR` by default). Several servers
+    /// are given as libpq gives them, tried in order: `postgres://H1:P1,H2:P2/DB`, or
+    /// `postgres:///DB?host=H1,H2&port=P1,P2` (or `host=` repeated), with
+    /// `target_session_attrs=read-write` to connect only to the one that takes writes. `sslmode` is
     /// `disable`, `prefer` (the default: TLS when the server offers it), `require`, `verify-ca` or
     /// `verify-full`; whenever TLS is used the server's certificate is verified against
     /// `sslrootcert` (a PEM file) or the system's CA bundle, so `require` is as strict as
@@ -81,17 +93,39 @@ impl DatabaseUrl {
         };
         let mut root_cert = None;
         let mut pool_size = POOL_SIZE;
+        let mut settle_for = SETTLE_FOR;
         let mut kept = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
             match k {
-                "sslrootcert" => root_cert = Some(PathBuf::from(percent_decode(v))),
+                "sslrootcert" => {
+                    root_cert = Some(PathBuf::from(
+                        percent_encoding::percent_decode_str(v)
+                            .decode_utf8_lossy()
+                            .into_owned(),
+                    ))
+                }
                 "pool_size" => {
                     pool_size = v
                         .parse()
                         .ok()
                         .filter(|n| (1..=1000).contains(n))
                         .ok_or_else(|| bad("pool_size must be a number from 1 to 1000"))?;
+                }
+                "settle_for" => {
+                    settle_for = v
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=3600).contains(n))
+                        .map(Duration::from_secs)
+                        .ok_or_else(|| {
+                            bad("settle_for must be a number of seconds from 1 to 3600")
+                        })?;
+                }
+                // libpq's list of servers in one parameter, which the client's URL parser takes
+                // as one name: one `host=` each, the form it reads as a list.
+                "host" if v.contains(',') => {
+                    kept.extend(v.split(',').map(|h| format!("host={h}")));
                 }
                 "sslmode" => {
                     let mode = match v {
@@ -138,6 +172,7 @@ impl DatabaseUrl {
             config,
             root_cert,
             pool_size,
+            settle_for,
             redacted,
         })
     }
@@ -210,43 +245,76 @@ pub fn redact(url: &str) -> String {
     out
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// SQLSTATEs (a whole code, or a class: its first two characters) and their class; codes not
+/// listed are `Internal`. A code is looked up whole first, then by its class.
+///
+/// Unavailable covers everything a node may meet while the database is restarting, failing
+/// over, refusing it or overloaded: it says nothing was stored and asks for a retry.
+const SQLSTATES: &[(&str, ErrorClass)] = &[
+    // Connection exceptions: lost, refused, or never made.
+    ("08", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    // Refused authentication: a password changed or a role dropped under the running nodes.
+    ("28", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    // The database does not exist (dropped, or not yet restored).
+    ("3D000", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    // "The database is not currently accepting connections", and other objects not in the state
+    // an operation needs while the server starts, stops or a database is being reconfigured.
+    ("55000", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    // Operator intervention: shutdown, crash of another backend, the server starting up, the
+    // database dropped, idle session timeouts.
+    ("57P01", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    ("57P02", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    ("57P03", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    ("57P04", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    ("57P05", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    // A statement cancelled (statement_timeout, an operator's pg_cancel_backend).
+    ("57014", ErrorClass::Unavailable(FaultKind::Busy)),
+    // The session ended for being idle inside a transaction.
+    ("25P03", ErrorClass::Unavailable(FaultKind::Disconnected)),
+    // Serialization failures and deadlocks, locks not available, objects in use.
+    ("40", ErrorClass::Unavailable(FaultKind::Busy)),
+    ("55P03", ErrorClass::Unavailable(FaultKind::Busy)),
+    ("55006", ErrorClass::Unavailable(FaultKind::Busy)),
+    // Insufficient resources: too many connections, out of memory; a full disk its own kind.
+    ("53100", ErrorClass::Unavailable(FaultKind::DiskFull)),
+    ("53", ErrorClass::Unavailable(FaultKind::Busy)),
+    // System errors: I/O.
+    ("58", ErrorClass::Unavailable(FaultKind::Io)),
+    // A read-only transaction: the server is a standby (after a failover, before the node's
+    // connections follow the new primary).
+    ("25006", ErrorClass::Unavailable(FaultKind::ReadOnly)),
+    // A row the write refers to was deleted meanwhile.
+    ("23503", ErrorClass::NotFound),
+    // A unique key taken meanwhile (the operations catch the cases they expect themselves).
+    ("23505", ErrorClass::Conflict),
+    ("23P01", ErrorClass::Conflict),
+    // Values out of range or refused by a check.
+    ("22", ErrorClass::Invalid),
+    ("23502", ErrorClass::Invalid),
+    ("23514", ErrorClass::Invalid),
+];
+
+/// The class of SQLSTATE `code` (see `SQLSTATES`).
+fn sqlstate_class(code: &str) -> ErrorClass {
+    let find = |key: &str| {
+        SQLSTATES
+            .iter()
+            .find(|(c, _)| *c == key)
+            .map(|(_, class)| *class)
+    };
+    find(code)
+        .or_else(|| code.get(..2).and_then(find))
+        .unwrap_or(ErrorClass::Internal)
 }
 
-/// Turns a client error into the store's: a lost or refused connection, a server shutting
-/// down or restarting is `Disconnected` (503, the pool reconnects by itself); a deadlock or
-/// serialization failure `Busy`; a full disk, an I/O error and a read-only server (a standby
-/// after a failover) their own faults; anything else `Internal`, with the server's words.
+/// Turns a client error into the store's: a server error by its SQLSTATE (`SQLSTATES`); a lost
+/// or refused connection, a failed TLS handshake is `Disconnected` (503, the pool reconnects by
+/// itself); anything else `Internal`, with the client's words.
 pub(crate) fn classify(e: tokio_postgres::Error) -> StoreError {
     if let Some(db) = e.as_db_error() {
         let code = db.code().code();
         let detail = format!("{} (SQLSTATE {code})", db.message());
-        let kind = match code {
-            c if c.starts_with("08") => FaultKind::Disconnected,
-            "57P01" | "57P02" | "57P03" => FaultKind::Disconnected,
-            "40001" | "40P01" | "55P03" | "55006" => FaultKind::Busy,
-            "53100" => FaultKind::DiskFull,
-            c if c.starts_with("53") => FaultKind::Busy,
-            "58030" => FaultKind::Io,
-            "25006" => FaultKind::ReadOnly,
-            _ => return StoreError::Internal(detail),
-        };
-        return StoreError::fault(kind, detail);
+        return sqlstate_class(code).error(detail);
     }
     let io = std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
     // The causes too: "error performing TLS handshake" alone does not say that the server's
@@ -289,52 +357,6 @@ fn pool_error(e: PoolError) -> StoreError {
     }
 }
 
-/// The state of the storage as this node's writes see it.
-#[derive(Default)]
-struct Health {
-    faulty: AtomicBool,
-    faults: AtomicU64,
-    last: Mutex<Option<(FaultKind, String)>>,
-}
-
-impl Health {
-    fn fault(&self, e: &StoreError) {
-        let StoreError::Unavailable(f) = e else {
-            return;
-        };
-        self.faults.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut last) = self.last.lock() {
-            *last = Some((f.kind, f.detail.clone()));
-        }
-        if !self.faulty.swap(true, Ordering::Relaxed) {
-            log::error!(
-                "storage fault ({}): {}; requests are answered 503 until the database takes writes again",
-                f.kind.name(),
-                f.detail
-            );
-        }
-    }
-
-    fn written(&self) {
-        if self.faulty.swap(false, Ordering::Relaxed) {
-            log::warn!("the database takes writes again");
-        }
-    }
-
-    fn snapshot(&self) -> StorageHealth {
-        StorageHealth {
-            writable: !self.faulty.load(Ordering::Relaxed),
-            last_fault: self
-                .last
-                .lock()
-                .ok()
-                .and_then(|l| l.clone())
-                .map(|(k, d)| (k.name().to_string(), d)),
-            faults: self.faults.load(Ordering::Relaxed),
-        }
-    }
-}
-
 /// Handle to a PostgreSQL database. Cheap to clone.
 #[derive(Clone)]
 pub struct Postgres {
@@ -344,6 +366,10 @@ pub struct Postgres {
 struct Inner {
     pool: Pool,
     url: String,
+    /// The client's TLS set-up, kept to cancel a statement (`Postgres::cancel`).
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+    /// How long a lost commit answer is settled for (`SETTLE_FOR`, `settle_for=`).
+    settle_for: Duration,
     clients: AtomicUsize,
     commits: AtomicU64,
     writes: AtomicU64,
@@ -371,7 +397,7 @@ impl Postgres {
         let tls = parsed.tls()?;
         let manager = Manager::from_config(
             parsed.config.clone(),
-            tls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -392,6 +418,8 @@ impl Postgres {
             inner: Arc::new(Inner {
                 pool,
                 url: parsed.redacted.clone(),
+                tls: tls.clone(),
+                settle_for: parsed.settle_for,
                 clients: AtomicUsize::new(0),
                 commits: AtomicU64::new(0),
                 writes: AtomicU64::new(0),
@@ -406,6 +434,9 @@ impl Postgres {
         migrate::migrate(&db, role == OpenRole::Server, &parsed.redacted).await?;
         drop(db);
         pg.refresh_database_size().await?;
+        if role == OpenRole::Server {
+            tokio::spawn(probe(Arc::downgrade(&pg.inner), parsed.config, tls));
+        }
         Ok(pg)
     }
 
@@ -501,7 +532,7 @@ impl Postgres {
             let r = match r {
                 Ok(v) => {
                     let committing = std::time::Instant::now();
-                    let c = db.batch("COMMIT").await;
+                    let c = pg.commit_with_token(db).await;
                     m.commit.observe(nanos(committing.elapsed()));
                     c?;
                     pg.inner.commits.fetch_add(1, Ordering::Relaxed);
@@ -519,6 +550,129 @@ impl Postgres {
         .await
         .unwrap_or_else(|e| Err(StoreError::Internal(format!("a database task failed: {e}"))));
         self.noted(r)
+    }
+
+    /// Commits `db`'s transaction with a token row of its own (`commit_tokens`), inserted and
+    /// committed in one round trip. A commit whose answer is lost (the connection or the server
+    /// gone meanwhile) is settled through the token before the write is answered: stored is
+    /// success, not stored the fault, unknown after `settle_for` an `Unsettled` fault.
+    async fn commit_with_token(&self, db: Db) -> Result<()> {
+        // Random: unlike the ids of a sequence, none repeats after a failover.
+        let token = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
+        let now = crate::timefmt::now();
+        let st = db.stmt(COMMIT_TOKEN).await?;
+        // Sent together, in this order (each is written to the connection when first polled).
+        let params: [&(dyn ToSql + Sync); 2] = [&token, &now];
+        let (claimed, committed) = tokio::join!(
+            db.client().execute(&st, &params),
+            db.client().batch_execute("COMMIT")
+        );
+        let (claimed, committed) = (claimed.map_err(classify), committed.map_err(classify));
+        let lost = [claimed.as_ref().err(), committed.as_ref().err()]
+            .into_iter()
+            .flatten()
+            .find(|e| e.is_unavailable())
+            .cloned();
+        if let Some(e) = lost {
+            db.discard();
+            return if self
+                .settle(SETTLE_TOKEN, &[&token], |row| row.get::<_, i64>(0) != 0)
+                .await?
+            {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+        // A failed insert turned the COMMIT into a rollback: nothing was stored.
+        claimed?;
+        committed
+    }
+
+    /// Learns the outcome of a commit whose answer was lost, on new connections, for as long as
+    /// `settle_for` allows: true if it was stored, false if it was not. `claim` tries to insert
+    /// the commit's own row again (its key in `params`) and returns the row as it then is: the
+    /// insert waits for the original transaction if it is still in progress (a backend still
+    /// committing, or waiting for the synchronous standby), and then finds the original's row
+    /// (`mine` says whether the row is the original's) or none, in which case its own insert
+    /// proves that the original never committed, and is rolled back. A row found is updated to
+    /// itself, and that transaction committed: under synchronous replication its commit returns
+    /// only once the synchronous standby holds everything before it, the original's commit
+    /// included, so "stored" means stored on the standby too, not only visible on this server
+    /// (a commit is visible locally, before the standby has it, after its backend was ended
+    /// while waiting for the standby or after the server restarted). No transaction id is
+    /// compared: those of a promoted standby may repeat the old primary's.
+    ///
+    /// An outcome that cannot be learnt by then is an `Unsettled` fault (503: unknown).
+    pub(crate) async fn settle(
+        &self,
+        claim: &str,
+        params: Params<'_>,
+        mine: impl Fn(&Row) -> bool,
+    ) -> Result<bool> {
+        let until = std::time::Instant::now() + self.inner.settle_for;
+        let mut last: Option<StoreError> = None;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            let db = match tokio::time::timeout(left, self.db()).await {
+                Ok(Ok(db)) => db,
+                Ok(Err(e)) => {
+                    last = Some(e);
+                    tokio::time::sleep(left.min(SETTLE_PAUSE)).await;
+                    continue;
+                }
+                Err(_) => break,
+            };
+            let attempt = async {
+                db.batch("BEGIN").await?;
+                let stored = mine(&db.one(claim, params).await?);
+                db.batch(if stored { "COMMIT" } else { "ROLLBACK" }).await?;
+                Ok::<_, StoreError>(stored)
+            };
+            let outcome = tokio::time::timeout(left, attempt).await;
+            match outcome {
+                Ok(Ok(stored)) => return Ok(stored),
+                Ok(Err(e)) if e.is_unavailable() => {
+                    db.discard();
+                    last = Some(e);
+                    tokio::time::sleep(left.min(SETTLE_PAUSE)).await;
+                }
+                Ok(Err(e)) => {
+                    db.discard();
+                    return Err(e);
+                }
+                Err(_) => {
+                    self.cancel(&db).await;
+                    db.discard();
+                    break;
+                }
+            }
+        }
+        let why = last.map_or_else(
+            || "the database did not answer".to_string(),
+            |e| e.to_string(),
+        );
+        Err(StoreError::fault(
+            FaultKind::Unsettled,
+            format!(
+                "a commit's answer was lost and its outcome is still unknown after {} s: {why}",
+                self.inner.settle_for.as_secs()
+            ),
+        ))
+    }
+
+    /// Asks the server to cancel the statement `db` is running (a settle that ran out of time,
+    /// still waiting for a lock or the synchronous standby).
+    async fn cancel(&self, db: &Db) {
+        let token = db.client().cancel_token();
+        let cancelled =
+            tokio::time::timeout(CONNECT_TIMEOUT, token.cancel_query(self.inner.tls.clone())).await;
+        if !matches!(cancelled, Ok(Ok(()))) {
+            log::debug!("cannot cancel a statement of a settle that ran out of time");
+        }
     }
 
     /// `write` for organization `org`'s data: the organization's row is held (FOR KEY SHARE)
@@ -591,6 +745,105 @@ impl Postgres {
             Err(e) => self.inner.health.fault(e),
         }
         r
+    }
+}
+
+/// A write's token row, inserted before its COMMIT (`Postgres::commit_with_token`).
+const COMMIT_TOKEN: &str = "INSERT INTO commit_tokens (token, at) VALUES ($1, $2)";
+
+/// A lost commit's token claimed again (`Postgres::settle`): `at` is 0 on the settle's own row.
+const SETTLE_TOKEN: &str = "INSERT INTO commit_tokens (token, at) VALUES ($1, 0)
+    ON CONFLICT (token) DO UPDATE SET at = commit_tokens.at RETURNING at";
+
+/// Tokens older than this are deleted by the probe (every `TOKENS_PURGED_EVERY`): no settle
+/// looks for them after `settle_for`, at most an hour.
+const TOKENS_KEPT: Duration = Duration::from_secs(2 * 3600);
+const TOKENS_PURGED_EVERY: Duration = Duration::from_secs(600);
+
+/// The pause between two tries of a settle.
+const SETTLE_PAUSE: Duration = Duration::from_millis(200);
+
+/// Keeps a node's readiness true to the database, with no client write needed: every
+/// `PROBE_EVERY`, on a connection of its own (a pool whose connections are all busy cannot
+/// delay it, nor a probe take a client's connection), asks for a commit that takes a
+/// transaction id, which only a server that takes writes gives, and under synchronous
+/// replication only once the standby confirms it. A database gone, refusing connections, a
+/// standby, or a commit not confirmed within `CONNECT_TIMEOUT` is a fault (`/readyz` 503); the
+/// first commit confirmed clears it. Every `TOKENS_PURGED_EVERY` it also deletes the old
+/// `commit_tokens`. Ends with the store.
+async fn probe(
+    inner: std::sync::Weak<Inner>,
+    config: tokio_postgres::Config,
+    tls: tokio_postgres_rustls::MakeRustlsConnect,
+) {
+    let mut client: Option<tokio_postgres::Client> = None;
+    let mut purged = std::time::Instant::now();
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        if inner.pool.is_closed() {
+            return;
+        }
+        let once = async {
+            if client.is_none() {
+                let (c, connection) = config.connect(tls.clone()).await.map_err(classify)?;
+                tokio::spawn(connection);
+                client = Some(c);
+            }
+            let Some(c) = client.as_ref() else {
+                return Err(StoreError::Closed);
+            };
+            let row = c
+                .query_one(
+                    "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE txid_current() END",
+                    &[],
+                )
+                .await
+                .map_err(classify)?;
+            if row.get::<_, Option<i64>>(0).is_none() {
+                return Err(StoreError::fault(
+                    FaultKind::ReadOnly,
+                    "the server is a standby (in recovery)",
+                ));
+            }
+            if purged.elapsed() >= TOKENS_PURGED_EVERY {
+                purged = std::time::Instant::now();
+                let before = crate::timefmt::now() - TOKENS_KEPT.as_secs() as i64;
+                c.execute("DELETE FROM commit_tokens WHERE at < $1", &[&before])
+                    .await
+                    .map_err(classify)?;
+            }
+            Ok(())
+        };
+        let outcome = tokio::time::timeout(CONNECT_TIMEOUT, once).await;
+        let e = match outcome {
+            Ok(Ok(())) => {
+                inner.health.written();
+                continue;
+            }
+            Ok(Err(e)) if e.is_unavailable() => e,
+            Ok(Err(e)) => StoreError::fault(FaultKind::Disconnected, e.to_string()),
+            Err(_) => {
+                if let Some(c) = &client {
+                    let _ = tokio::time::timeout(
+                        CONNECT_TIMEOUT,
+                        c.cancel_token().cancel_query(tls.clone()),
+                    )
+                    .await;
+                }
+                StoreError::fault(
+                    FaultKind::Busy,
+                    format!(
+                        "the database did not confirm a commit within {} s",
+                        CONNECT_TIMEOUT.as_secs()
+                    ),
+                )
+            }
+        };
+        client = None;
+        inner.health.fault(&e);
     }
 }
 
@@ -711,6 +964,115 @@ mod tests {
         ] {
             let e = DatabaseUrl::parse(bad).unwrap_err().to_string();
             assert!(!e.contains("pw@"), "{e}");
+        }
+    }
+
+    /// The servers of a multi-host URL, in order, with their ports.
+    fn servers(url: &str) -> Vec<(String, u16)> {
+        let u = DatabaseUrl::parse(url).unwrap();
+        let hosts = u.config.get_hosts();
+        let ports = u.config.get_ports();
+        assert!(ports.len() == 1 || ports.len() == hosts.len(), "{url}");
+        hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| match h {
+                tokio_postgres::config::Host::Tcp(name) => {
+                    (name.clone(), *ports.get(i).unwrap_or(&ports[0]))
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn several_servers_are_taken_in_every_form_libpq_accepts() {
+        let both = vec![("db1".to_string(), 5432), ("db2".to_string(), 5433)];
+        for url in [
+            "postgres://u:pw@db1:5432,db2:5433/parasol?target_session_attrs=read-write",
+            "postgres:///parasol?host=db1,db2&port=5432,5433&target_session_attrs=read-write",
+            "postgres:///parasol?host=db1&host=db2&port=5432,5433&target_session_attrs=read-write",
+            "postgresql://u@/parasol?host=db1,db2&port=5432,5433&target_session_attrs=read-write",
+        ] {
+            assert_eq!(servers(url), both, "{url}");
+            let u = DatabaseUrl::parse(url).unwrap();
+            assert_eq!(u.config.get_dbname(), Some("parasol"));
+            assert_eq!(
+                u.config.get_target_session_attrs(),
+                tokio_postgres::config::TargetSessionAttrs::ReadWrite,
+                "{url}"
+            );
+        }
+        // One port for every server, as libpq reads it.
+        assert_eq!(
+            servers("postgres:///parasol?host=db1,db2&port=6000"),
+            vec![("db1".to_string(), 6000), ("db2".to_string(), 6000)]
+        );
+    }
+
+    #[test]
+    fn the_settle_window_is_a_parameter_of_the_url() {
+        let u = DatabaseUrl::parse("postgres://h/db").unwrap();
+        assert_eq!(u.settle_for, SETTLE_FOR);
+        let u = DatabaseUrl::parse("postgres://h/db?settle_for=240&pool_size=4").unwrap();
+        assert_eq!(u.settle_for, Duration::from_secs(240));
+        assert_eq!(u.pool_size, 4);
+        for bad in ["settle_for=0", "settle_for=x", "settle_for=3601"] {
+            let e = DatabaseUrl::parse(&format!("postgres://h/db?{bad}")).unwrap_err();
+            assert!(e.to_string().contains("settle_for"), "{e}");
+        }
+    }
+
+    /// One SQLSTATE of each class, and the faults the database gives while it restarts, fails
+    /// over or refuses a node: every one of those is a 503 with Retry-After, none a 500.
+    #[test]
+    fn sqlstates_are_classified_by_one_table() {
+        let cases = [
+            // NotFound: a referenced row deleted meanwhile.
+            ("23503", ErrorClass::NotFound),
+            // Conflict: a unique key taken meanwhile.
+            ("23505", ErrorClass::Conflict),
+            // Invalid: a value out of range or refused by a check.
+            ("22003", ErrorClass::Invalid),
+            ("23514", ErrorClass::Invalid),
+            // Unavailable: connections refused, lost or ended, the server starting or stopping,
+            // refused credentials, a missing database, too many connections, a standby.
+            ("08006", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("55000", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("28000", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("28P01", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("3D000", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("57P01", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("57P02", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("57P03", ErrorClass::Unavailable(FaultKind::Disconnected)),
+            ("53300", ErrorClass::Unavailable(FaultKind::Busy)),
+            ("53100", ErrorClass::Unavailable(FaultKind::DiskFull)),
+            ("40P01", ErrorClass::Unavailable(FaultKind::Busy)),
+            ("40001", ErrorClass::Unavailable(FaultKind::Busy)),
+            ("57014", ErrorClass::Unavailable(FaultKind::Busy)),
+            ("58030", ErrorClass::Unavailable(FaultKind::Io)),
+            ("25006", ErrorClass::Unavailable(FaultKind::ReadOnly)),
+            // Internal: a bug (a missing table, bad SQL) or a damaged database.
+            ("42P01", ErrorClass::Internal),
+            ("42601", ErrorClass::Internal),
+            ("XX001", ErrorClass::Internal),
+        ];
+        for (code, class) in cases {
+            assert_eq!(sqlstate_class(code), class, "{code}");
+            let e = class.error("the server's words".into());
+            match class {
+                ErrorClass::NotFound => assert_eq!(e, StoreError::NotFound),
+                ErrorClass::Conflict => assert!(matches!(e, StoreError::Conflict(_))),
+                ErrorClass::Invalid => assert!(matches!(e, StoreError::Invalid(_))),
+                ErrorClass::Unavailable(_) => {
+                    assert!(e.is_unavailable() && e.retry_after().is_some(), "{code}")
+                }
+                ErrorClass::Internal => assert!(matches!(e, StoreError::Internal(_))),
+            }
+            // The engine's words never reach a client through a 400 or 409.
+            if let StoreError::Conflict(m) | StoreError::Invalid(m) = &e {
+                assert!(!m.contains("server"), "{m}");
+            }
         }
     }
 

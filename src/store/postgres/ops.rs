@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use tokio_postgres::Row;
 
-use super::{classify, Db, Postgres, VERIFY_FOR};
+use super::{classify, Db, Postgres};
 use crate::enforcement::domain::self_and_parents;
 use crate::store::*;
 use crate::timefmt::rfc3339;
@@ -853,6 +853,13 @@ const INGEST_ONE: &str = ingest_sql!(
 "
 );
 
+/// A lost ingest's request row claimed again (`Postgres::stored`): the settle's own row has an
+/// empty UUID.
+const SETTLE_BATCH: &str = "INSERT INTO event_batches (id, organization_id, uuid, received_at,
+        event_count, domains, listed, events)
+    VALUES ($1, 0, '', 0, 1, '', '', '')
+    ON CONFLICT (id) DO UPDATE SET id = excluded.id RETURNING uuid";
+
 /// What one try of an ingest ended with.
 enum Try {
     Done(Ingested),
@@ -946,38 +953,28 @@ impl Postgres {
             Ok(()) => Ok(Try::Done(Ingested::Stored { added })),
             Err(e) => {
                 let e = classify(e);
-                match &e {
-                    StoreError::Unavailable(f) if f.kind == FaultKind::Disconnected => {
-                        drop(db);
-                        if self.stored(request_id).await? {
-                            Ok(Try::Done(Ingested::Stored { added }))
-                        } else {
-                            Err(e)
-                        }
-                    }
-                    _ => Err(e),
+                if !e.is_unavailable() {
+                    return Err(e);
+                }
+                db.discard();
+                if self.stored(request_id, batch_id).await? {
+                    Ok(Try::Done(Ingested::Stored { added }))
+                } else {
+                    Err(e)
                 }
             }
         }
     }
 
-    /// Whether the request row `id` was stored, asked on a new connection until the database
-    /// answers or `VERIFY_FOR` has passed (then the answer is unknown: a fault).
-    async fn stored(&self, id: i64) -> Result<bool> {
-        let until = Instant::now() + VERIFY_FOR;
-        loop {
-            let r = async {
-                let db = self.db().await?;
-                db.opt("SELECT 1 FROM event_batches WHERE id = $1", &[&id])
-                    .await
-            }
-            .await;
-            match r {
-                Ok(row) => return Ok(row.is_some()),
-                Err(e) if Instant::now() >= until => return Err(e),
-                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
-            }
-        }
+    /// Whether request row `id`, of batch `batch_id`, whose commit's answer was lost, was
+    /// stored (on the synchronous standby too, if there is one): settled through the row itself
+    /// (see `Postgres::settle`). The batch's UUID tells its row from another's: a standby
+    /// promoted without the row may hand its id out again.
+    async fn stored(&self, id: i64, batch_id: &str) -> Result<bool> {
+        self.settle(SETTLE_BATCH, &[&id], |row| {
+            row.get::<_, &str>(0) == batch_id
+        })
+        .await
     }
 
     /// Reads the database's size for `storage_stats` (which cannot wait for the database), when

@@ -15,6 +15,7 @@ const UPGRADES: &[&str] = &[
     include_str!("upgrades/3-list-counters.sql"),
     include_str!("upgrades/4-event-purges.sql"),
     include_str!("upgrades/5-list-changes.sql"),
+    include_str!("upgrades/6-commit-tokens.sql"),
 ];
 
 /// The schema version this binary writes.

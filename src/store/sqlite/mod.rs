@@ -60,58 +60,7 @@ const QUEUE: usize = 4096;
 
 pub use crate::store::OpenRole as Role;
 
-/// The state of the storage as the writer and the checkpointer see it.
-#[derive(Default)]
-pub(crate) struct Health {
-    /// Set by a storage fault, cleared by the next successful write.
-    faulty: AtomicBool,
-    faults: AtomicU64,
-    last: Mutex<Option<(FaultKind, String)>>,
-}
-
-impl Health {
-    /// Records a storage fault (`Unavailable`); other errors are not the storage's.
-    pub(crate) fn fault(&self, e: &StoreError) {
-        let StoreError::Unavailable(f) = e else {
-            return;
-        };
-        self.faults.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut last) = self.last.lock() {
-            *last = Some((f.kind, f.detail.clone()));
-        }
-        if !self.faulty.swap(true, Ordering::Relaxed) {
-            log::error!(
-                "storage fault ({}): {}; writes are refused with 503 until the storage takes them again",
-                f.kind.name(),
-                f.detail
-            );
-        }
-    }
-
-    /// Records a successful write.
-    pub(crate) fn written(&self) {
-        if self.faulty.swap(false, Ordering::Relaxed) {
-            log::warn!("the storage takes writes again");
-        }
-    }
-
-    pub(crate) fn writable(&self) -> bool {
-        !self.faulty.load(Ordering::Relaxed)
-    }
-
-    fn snapshot(&self) -> StorageHealth {
-        StorageHealth {
-            writable: self.writable(),
-            last_fault: self
-                .last
-                .lock()
-                .ok()
-                .and_then(|l| l.clone())
-                .map(|(k, d)| (k.name().to_string(), d)),
-            faults: self.faults.load(Ordering::Relaxed),
-        }
-    }
-}
+pub(crate) use crate::store::health::Health;
 
 /// Opens the writer's connection: Parasol's pragmas, the schema migrated, a large page cache,
 /// and (for a server, whose checkpointer does it) no automatic checkpoints inside commits.

@@ -1,0 +1,3 @@
+-- Schema version 5 -> 6: nothing changes on SQLite. Version 6 adds PostgreSQL's `commit_tokens`,
+-- by which a node whose commit answer was lost with its connection learns whether the write was
+-- stored; SQLite's writer is in the process and always knows its commits' outcomes.
