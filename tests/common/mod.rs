@@ -31,6 +31,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+pub mod cluster;
+
 /// Upper bound for any single wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);
 

@@ -1,0 +1,238 @@
+//! A PostgreSQL cluster of a test's own (initdb in a temporary directory, its own loopback port),
+//! for the fault tests that stop, reconfigure or promote a server: the shared cluster of
+//! `.ci/postgres` is left alone. It needs that script's server binaries (`PARASOL_PG_BIN`); as
+//! root, the clusters run as the unprivileged user `.ci/postgres` creates (`parasol-ci`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{run, TempDir};
+
+/// The unprivileged user the clusters run as when the tests run as root.
+const RUN_AS: &str = "parasol-ci";
+
+/// One PostgreSQL server: a primary made by `Cluster::start`, or a standby of one
+/// (`Cluster::standby`). Stopped (immediately) and removed on drop.
+pub struct Cluster {
+    pub dir: TempDir,
+    pub port: u16,
+    bin: String,
+    /// `cluster_name`: the name a standby's connection gives the primary.
+    pub name: String,
+}
+
+/// The server binaries, if the environment names them (`PARASOL_PG_BIN`).
+pub fn pg_bin() -> Option<String> {
+    std::env::var("PARASOL_PG_BIN").ok().filter(|b| !b.is_empty())
+}
+
+fn as_root() -> bool {
+    // SAFETY: geteuid only reads the process's user id.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `program` with `args`, as the clusters' user.
+fn command(program: &str) -> Command {
+    if as_root() {
+        let mut c = Command::new("runuser");
+        c.args(["-u", RUN_AS, "--", program]);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn check(what: &str, out: std::io::Result<std::process::Output>) {
+    let out = out.unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A free loopback port (bound by the kernel, then released for the server).
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A directory the clusters' user owns.
+fn owned_dir() -> TempDir {
+    let dir = TempDir::new();
+    if as_root() {
+        check(
+            "chown",
+            Command::new("chown").arg(RUN_AS).arg(dir.path()).output(),
+        );
+    }
+    dir
+}
+
+impl Cluster {
+    /// A new primary, started; `None` (the caller says it skipped) without `PARASOL_PG_BIN`.
+    pub fn start(name: &str) -> Option<Cluster> {
+        let bin = pg_bin()?;
+        let dir = owned_dir();
+        check(
+            "initdb",
+            command(&format!("{bin}/initdb"))
+                .arg("-D")
+                .arg(dir.path().join("data"))
+                .args(["-U", "parasol", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8"])
+                .output(),
+        );
+        let c = Cluster {
+            dir,
+            port: 0,
+            bin,
+            name: name.to_string(),
+        };
+        Some(c.started())
+    }
+
+    /// A streaming standby of this server (pg_basebackup -R), started, named `name`.
+    pub fn standby(&self, name: &str) -> Cluster {
+        let dir = owned_dir();
+        check(
+            "pg_basebackup",
+            command(&format!("{}/pg_basebackup", self.bin))
+                .arg("-D")
+                .arg(dir.path().join("data"))
+                .args(["-R", "-X", "stream", "-h", "127.0.0.1", "-U", "parasol"])
+                .args(["-p", &self.port.to_string()])
+                .output(),
+        );
+        let c = Cluster {
+            dir,
+            port: 0,
+            bin: self.bin.clone(),
+            name: name.to_string(),
+        };
+        c.started()
+    }
+
+    /// Starts the server on a free port (tried again if another process took it meanwhile).
+    fn started(mut self) -> Cluster {
+        for attempt in 1..=5 {
+            self.port = free_port();
+            if self.try_start() {
+                return self;
+            }
+            eprintln!("cluster start {attempt} on port {} failed", self.port);
+        }
+        panic!("the cluster did not start: see {}", self.log().display());
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    fn pg_ctl(&self) -> Command {
+        let mut c = command(&format!("{}/pg_ctl", self.bin));
+        c.arg("-D").arg(self.data()).arg("-l").arg(self.log());
+        c
+    }
+
+    fn try_start(&self) -> bool {
+        let options = format!(
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
+             -c max_connections=60 -c shared_buffers=16MB -c fsync=off -c cluster_name={}",
+            self.port,
+            self.dir.path().display(),
+            self.name
+        );
+        self.pg_ctl()
+            .args(["-w", "-t", "60", "-o", &options, "start"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    /// Starts the server again on its port, after `stop`.
+    pub fn start_again(&self) {
+        assert!(self.try_start(), "restart: see {}", self.log().display());
+    }
+
+    /// Stops the server (`mode`: fast, immediate).
+    pub fn stop(&self, mode: &str) {
+        check(
+            "pg_ctl stop",
+            self.pg_ctl().args(["-m", mode, "-w", "-t", "60", "stop"]).output(),
+        );
+    }
+
+    /// Promotes a standby and waits until it takes writes.
+    pub fn promote(&self) {
+        check(
+            "pg_ctl promote",
+            self.pg_ctl().args(["-w", "-t", "60", "promote"]).output(),
+        );
+    }
+
+    /// The URL of its database `postgres`, as Parasol's `--database` takes it.
+    pub fn url(&self) -> String {
+        format!(
+            "postgres://parasol@127.0.0.1:{}/postgres?sslmode=disable",
+            self.port
+        )
+    }
+
+    /// Runs `sql` (simple query protocol; several statements run as one transaction) as the
+    /// superuser; the rows of its statements, every value as text.
+    pub fn sql(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        let (url, sql) = (self.url(), sql.to_string());
+        run(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            let task = tokio::spawn(conn);
+            let mut rows = Vec::new();
+            for m in client.simple_query(&sql).await.unwrap() {
+                match m {
+                    tokio_postgres::SimpleQueryMessage::Row(r) => rows.push(
+                        (0..r.len())
+                            .map(|i| r.get(i).map(str::to_string))
+                            .collect(),
+                    ),
+                    tokio_postgres::SimpleQueryMessage::CommandComplete(_) => {}
+                    _ => {}
+                }
+            }
+            drop(client);
+            let _ = task.await;
+            rows
+        })
+    }
+
+    /// The one value `sql` answers.
+    pub fn value(&self, sql: &str) -> Option<String> {
+        self.sql(sql).pop().and_then(|r| r.into_iter().next().flatten())
+    }
+
+    /// Sets `synchronous_standby_names` and reloads the configuration: with a name no standby
+    /// connects under, every commit that writes waits (in `SyncRep`) for ever.
+    pub fn synchronous_standbys(&self, names: &str) {
+        self.sql(&format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{names}'"
+        ));
+        self.sql("SELECT pg_reload_conf()");
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = self
+            .pg_ctl()
+            .args(["-m", "immediate", "-w", "-t", "60", "stop"])
+            .output();
+    }
+}

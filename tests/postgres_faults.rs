@@ -1,0 +1,297 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! PostgreSQL's faults as a client sees them, each on a cluster of the test's own
+//! (`common::cluster`; it needs `.ci/postgres`'s server binaries, `PARASOL_PG_BIN`, and says so
+//! and passes without):
+//! - a commit whose answer was lost is settled before it is answered, for ingest and for every
+//!   other write (here a DELETE), and "stored" means stored on the synchronous standby too: a
+//!   commit left only on the primary (its backend ended while it waited for the standby) is
+//!   never answered as a success, and a batch the promoted standby lacks is not answered 202;
+//! - an outcome that cannot be settled within `settle_for` is a 503 that says it is unknown;
+//! - `/readyz` follows the database, with no client write: 503 within seconds of it stopping,
+//!   200 again within seconds of it starting;
+//! - the node follows a failover by itself through the multi-host URL.
+
+mod common;
+
+use common::cluster::{pg_bin, Cluster};
+use common::*;
+use serde_json::Value;
+
+/// The pid of a Parasol session that waits for the synchronous standby, other than `not`.
+fn waiting_for_standby(pg: &Cluster, not: Option<&str>) -> Option<String> {
+    let sql = format!(
+        "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query = 'COMMIT' \
+         AND application_name = 'parasol' AND pid::text <> '{}' LIMIT 1",
+        not.unwrap_or("")
+    );
+    pg.value(&sql)
+}
+
+/// Ends the backend `pid` as an operator or a failover manager would (pg_terminate_backend):
+/// a commit waiting for the standby stays committed on the primary, its answer is lost.
+fn terminate(pg: &Cluster, pid: &str) {
+    pg.sql(&format!("SELECT pg_terminate_backend({pid})"));
+}
+
+/// The batches stored with a name of `domain`.
+fn batches_naming(pg: &Cluster, domain: &str) -> i64 {
+    pg.value(&format!(
+        "SELECT count(*) FROM event_batches WHERE domains LIKE '%{domain}%'"
+    ))
+    .unwrap()
+    .parse()
+    .unwrap()
+}
+
+fn skipped() -> bool {
+    if pg_bin().is_none() {
+        eprintln!("skipped: needs PostgreSQL's server binaries (PARASOL_PG_BIN, .ci/postgres)");
+        return true;
+    }
+    false
+}
+
+async fn server_on(url: String) -> TestServer {
+    TestServer::start_with(move |c| c.database = Some(url)).await
+}
+
+async fn post_one(client: &Client, key: &str, domain: &str) -> Resp {
+    client
+        .post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &Value::Array(vec![event(domain)]),
+        )
+        .await
+}
+
+/// Polls `/readyz` until it answers `status`, for at most `WAIT`.
+async fn readyz_within(s: &TestServer, status: u16, what: &str) -> Resp {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = s.get("/readyz").await;
+        if r.status == status {
+            return r;
+        }
+        assert!(std::time::Instant::now() < deadline, "waited {WAIT:?} for {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+fn assert_unknown(r: &Resp) {
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("retry-after").is_some(), "a 503 without Retry-After");
+    let message = r.json()["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("unknown"), "{message}");
+    assert!(!message.contains("nothing"), "{message}");
+}
+
+/// Defect: a commit visible on the primary while the synchronous standby never had it was
+/// answered 202 (the settle looked only for the request's row). The batch's backend waits for
+/// a standby that is not there and is terminated: its commit stays on the primary alone. A node
+/// that cannot settle within `settle_for` answers 503 "unknown"; one whose settle sees the
+/// standby confirm (the standby requirement lifted while it waits) answers 202.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_commit_only_on_the_primary_is_not_answered_202_until_the_standby_has_it() {
+    if skipped() {
+        return;
+    }
+    let pg = Cluster::start("primary").unwrap();
+    let quick = server_on(format!("{}&settle_for=2", pg.url())).await;
+    let patient = server_on(format!("{}&settle_for=120", pg.url())).await;
+    let (_, key) = quick.create_org("sync");
+    assert_eq!(post_one(&quick, &key, "before.example").await.status, 202);
+    pg.synchronous_standbys("absent");
+
+    // The standby stays away: the outcome cannot be settled.
+    let client = quick.client.clone();
+    let k = key.clone();
+    let post = tokio::spawn(async move { post_one(&client, &k, "local-only.example").await });
+    let pid = wait_for("the batch's commit waiting for the standby", || {
+        waiting_for_standby(&pg, None)
+    })
+    .await;
+    terminate(&pg, &pid);
+    assert_unknown(&post.await.unwrap());
+    // Visible on the primary: the answer the settle used to give was 202.
+    assert_eq!(batches_naming(&pg, "local-only.example"), 1);
+
+    // The standby confirms while the settle waits: stored, 202.
+    let client = patient.client.clone();
+    let k = key.clone();
+    let post = tokio::spawn(async move { post_one(&client, &k, "confirmed.example").await });
+    let pid = wait_for("the second batch's commit waiting for the standby", || {
+        waiting_for_standby(&pg, None)
+    })
+    .await;
+    terminate(&pg, &pid);
+    wait_for("the settle's own commit waiting for the standby", || {
+        waiting_for_standby(&pg, Some(&pid))
+    })
+    .await;
+    pg.synchronous_standbys("");
+    let r = post.await.unwrap();
+    assert_eq!(r.status, 202, "{}", r.text());
+    assert_eq!(batches_naming(&pg, "confirmed.example"), 1);
+    quick.stop().await;
+    patient.stop().await;
+}
+
+/// Defect: a DELETE whose commit answer was lost was answered 503 although it had committed
+/// (only ingest settled its lost commits). Now every write carries a token row and is settled
+/// through it: success when stored (the settle confirmed by the standby), and, when the outcome
+/// cannot be learnt within `settle_for`, a 503 that says it is unknown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_delete_whose_commit_answer_was_lost_is_answered_as_it_ended() {
+    if skipped() {
+        return;
+    }
+    let pg = Cluster::start("primary").unwrap();
+    let quick = server_on(format!("{}&settle_for=2", pg.url())).await;
+    let patient = server_on(format!("{}&settle_for=120", pg.url())).await;
+    let (_, key) = patient.create_org("deletes");
+    for d in ["kept.example", "gone.example"] {
+        assert_eq!(post_one(&patient, &key, d).await.status, 202);
+    }
+    let listed = |s: &TestServer| {
+        let (client, key) = (s.client.clone(), key.clone());
+        async move {
+            let r = client.get(&format!("/1.0/domains?customerKey={key}")).await;
+            assert_eq!(r.status, 200);
+            r.json()["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["name"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    pg.synchronous_standbys("absent");
+
+    let client = patient.client.clone();
+    let k = key.clone();
+    let delete = tokio::spawn(async move {
+        client
+            .delete(&format!("/1.0/domains/gone.example?customerKey={k}"))
+            .await
+    });
+    let pid = wait_for("the delete's commit waiting for the standby", || {
+        waiting_for_standby(&pg, None)
+    })
+    .await;
+    terminate(&pg, &pid);
+    wait_for("the settle's own commit waiting for the standby", || {
+        waiting_for_standby(&pg, Some(&pid))
+    })
+    .await;
+    pg.synchronous_standbys("");
+    let r = delete.await.unwrap();
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(listed(&patient).await, vec!["kept.example"]);
+
+    // Not settled in time: unknown, and said so.
+    pg.synchronous_standbys("absent");
+    let client = quick.client.clone();
+    let k = key.clone();
+    let delete = tokio::spawn(async move {
+        client
+            .delete(&format!("/1.0/domains/kept.example?customerKey={k}"))
+            .await
+    });
+    let pid = wait_for("the second delete's commit waiting for the standby", || {
+        waiting_for_standby(&pg, None)
+    })
+    .await;
+    terminate(&pg, &pid);
+    assert_unknown(&delete.await.unwrap());
+    pg.synchronous_standbys("");
+    quick.stop().await;
+    patient.stop().await;
+}
+
+/// Defect: `/readyz` changed only with a client's write: 200 while PostgreSQL was down on a node
+/// that had not written, and 503 after it came back until a write went through. Now the node's
+/// probe follows the database by itself; nothing is written by any client here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readiness_follows_the_database_without_any_write() {
+    if skipped() {
+        return;
+    }
+    let pg = Cluster::start("primary").unwrap();
+    let s = server_on(pg.url()).await;
+    assert_eq!(s.get("/readyz").await.status, 200);
+    pg.stop("fast");
+    let r = readyz_within(&s, 503, "/readyz to answer 503 with the database stopped").await;
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(r.json()["reason"], "disconnected", "{}", r.text());
+    pg.start_again();
+    readyz_within(&s, 200, "/readyz to answer 200 with the database back").await;
+    s.stop().await;
+}
+
+/// A real standby under synchronous replication, and a failover: the batch acknowledged before
+/// it is on the promoted standby; a batch whose commit reached only the old primary (its wait
+/// for the stopped standby ended by pg_terminate_backend, the settle still waiting when the
+/// primary dies) is not answered 202 and is not on the new primary; and the node, given both
+/// servers in one multi-host URL, takes batches on the new primary by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_loses_no_202_and_the_node_follows_the_new_primary() {
+    if skipped() {
+        return;
+    }
+    let primary = Cluster::start("primary").unwrap();
+    let standby = primary.standby("standby1");
+    primary.synchronous_standbys("standby1");
+    wait_for("the standby to replicate synchronously", || {
+        (primary
+            .value("SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'")
+            .as_deref()
+            == Some("sync"))
+        .then_some(())
+    })
+    .await;
+    let url = format!(
+        "postgres://parasol@/postgres?host=127.0.0.1,127.0.0.1&port={},{}\
+         &target_session_attrs=read-write&sslmode=disable&settle_for=120",
+        primary.port, standby.port
+    );
+    let s = server_on(url).await;
+    let (_, key) = s.create_org("failover");
+    assert_eq!(post_one(&s, &key, "acknowledged.example").await.status, 202);
+
+    standby.stop("fast");
+    let client = s.client.clone();
+    let k = key.clone();
+    let post = tokio::spawn(async move { post_one(&client, &k, "lost.example").await });
+    let pid = wait_for("the batch's commit waiting for the standby", || {
+        waiting_for_standby(&primary, None)
+    })
+    .await;
+    terminate(&primary, &pid);
+    wait_for("the settle's own commit waiting for the standby", || {
+        waiting_for_standby(&primary, Some(&pid))
+    })
+    .await;
+    // The primary's box is lost; the standby, which never had the batch, is promoted.
+    primary.stop("immediate");
+    standby.start_again();
+    standby.promote();
+    let r = post.await.unwrap();
+    assert_eq!(r.status, 503, "{}", r.text());
+    assert!(r.header("retry-after").is_some());
+    assert_eq!(batches_naming(&standby, "lost.example"), 0);
+    assert_eq!(batches_naming(&standby, "acknowledged.example"), 1);
+
+    // The node follows the new primary by itself.
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = post_one(&s, &key, "after.example").await;
+        if r.status == 202 {
+            break;
+        }
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(std::time::Instant::now() < deadline, "no 202 after the failover");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(batches_naming(&standby, "after.example") >= 1);
+    s.stop().await;
+}
