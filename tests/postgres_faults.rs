@@ -17,14 +17,45 @@ use common::cluster::{pg_bin, Cluster};
 use common::*;
 use serde_json::Value;
 
-/// The pid of a Parasol session that waits for the synchronous standby, other than `not`.
-fn waiting_for_standby(pg: &Cluster, not: Option<&str>) -> Option<String> {
-    let sql = format!(
-        "SELECT pid FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND query = 'COMMIT' \
-         AND application_name = 'parasol' AND pid::text <> '{}' LIMIT 1",
+/// The pid of a Parasol session (other than `not`) waiting at its COMMIT for the synchronous
+/// standby, in a transaction that wrote `table` and not `but_not`: the tables tell a request's
+/// transaction from its settle's and from the background's (the paging counts' folding).
+fn waiting_for_standby(
+    pg: &Cluster,
+    table: &str,
+    but_not: &str,
+    not: Option<&str>,
+) -> Option<String> {
+    pg.value(&format!(
+        "SELECT a.pid FROM pg_stat_activity a
+         WHERE a.wait_event = 'SyncRep' AND a.query = 'COMMIT'
+           AND a.application_name = 'parasol' AND a.pid::text <> '{}'
+           AND EXISTS (SELECT 1 FROM pg_locks l
+                       WHERE l.pid = a.pid AND l.relation = '{table}'::regclass)
+           AND NOT EXISTS (SELECT 1 FROM pg_locks l
+                           WHERE l.pid = a.pid AND l.relation = '{but_not}'::regclass)
+         LIMIT 1",
         not.unwrap_or("")
-    );
-    pg.value(&sql)
+    ))
+}
+
+/// The request's own transaction (an ingest's or a delete's: both write the domain list).
+fn request_waiting(pg: &Cluster) -> Option<String> {
+    waiting_for_standby(pg, "domains", "parasol_schema", None)
+}
+
+/// `synchronous_standby_names` set to a standby that is not there, and in force: the checkpointer
+/// applies a reloaded setting in its own time, and a node's probe commit waiting for the standby
+/// shows that it has.
+async fn standby_required_but_away(pg: &Cluster) {
+    pg.synchronous_standbys("absent");
+    wait_for("a probe's commit waiting for the standby", || {
+        pg.value(
+            "SELECT pid FROM pg_stat_activity
+             WHERE wait_event = 'SyncRep' AND application_name = 'parasol probe' LIMIT 1",
+        )
+    })
+    .await;
 }
 
 /// Ends the backend `pid` as an operator or a failover manager would (pg_terminate_backend):
@@ -72,14 +103,20 @@ async fn readyz_within(s: &TestServer, status: u16, what: &str) -> Resp {
         if r.status == status {
             return r;
         }
-        assert!(std::time::Instant::now() < deadline, "waited {WAIT:?} for {what}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {WAIT:?} for {what}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
 
 fn assert_unknown(r: &Resp) {
     assert_eq!(r.status, 503, "{}", r.text());
-    assert!(r.header("retry-after").is_some(), "a 503 without Retry-After");
+    assert!(
+        r.header("retry-after").is_some(),
+        "a 503 without Retry-After"
+    );
     let message = r.json()["message"].as_str().unwrap_or_default().to_string();
     assert!(message.contains("unknown"), "{message}");
     assert!(!message.contains("nothing"), "{message}");
@@ -100,14 +137,14 @@ async fn a_commit_only_on_the_primary_is_not_answered_202_until_the_standby_has_
     let patient = server_on(format!("{}&settle_for=120", pg.url())).await;
     let (_, key) = quick.create_org("sync");
     assert_eq!(post_one(&quick, &key, "before.example").await.status, 202);
-    pg.synchronous_standbys("absent");
+    standby_required_but_away(&pg).await;
 
     // The standby stays away: the outcome cannot be settled.
     let client = quick.client.clone();
     let k = key.clone();
     let post = tokio::spawn(async move { post_one(&client, &k, "local-only.example").await });
     let pid = wait_for("the batch's commit waiting for the standby", || {
-        waiting_for_standby(&pg, None)
+        request_waiting(&pg)
     })
     .await;
     terminate(&pg, &pid);
@@ -120,12 +157,12 @@ async fn a_commit_only_on_the_primary_is_not_answered_202_until_the_standby_has_
     let k = key.clone();
     let post = tokio::spawn(async move { post_one(&client, &k, "confirmed.example").await });
     let pid = wait_for("the second batch's commit waiting for the standby", || {
-        waiting_for_standby(&pg, None)
+        request_waiting(&pg)
     })
     .await;
     terminate(&pg, &pid);
     wait_for("the settle's own commit waiting for the standby", || {
-        waiting_for_standby(&pg, Some(&pid))
+        waiting_for_standby(&pg, "event_batches", "domains", Some(&pid))
     })
     .await;
     pg.synchronous_standbys("");
@@ -165,7 +202,7 @@ async fn a_delete_whose_commit_answer_was_lost_is_answered_as_it_ended() {
                 .collect::<Vec<_>>()
         }
     };
-    pg.synchronous_standbys("absent");
+    standby_required_but_away(&pg).await;
 
     let client = patient.client.clone();
     let k = key.clone();
@@ -175,12 +212,12 @@ async fn a_delete_whose_commit_answer_was_lost_is_answered_as_it_ended() {
             .await
     });
     let pid = wait_for("the delete's commit waiting for the standby", || {
-        waiting_for_standby(&pg, None)
+        request_waiting(&pg)
     })
     .await;
     terminate(&pg, &pid);
     wait_for("the settle's own commit waiting for the standby", || {
-        waiting_for_standby(&pg, Some(&pid))
+        waiting_for_standby(&pg, "commit_tokens", "domain_count_deltas", Some(&pid))
     })
     .await;
     pg.synchronous_standbys("");
@@ -189,7 +226,7 @@ async fn a_delete_whose_commit_answer_was_lost_is_answered_as_it_ended() {
     assert_eq!(listed(&patient).await, vec!["kept.example"]);
 
     // Not settled in time: unknown, and said so.
-    pg.synchronous_standbys("absent");
+    standby_required_but_away(&pg).await;
     let client = quick.client.clone();
     let k = key.clone();
     let delete = tokio::spawn(async move {
@@ -198,7 +235,7 @@ async fn a_delete_whose_commit_answer_was_lost_is_answered_as_it_ended() {
             .await
     });
     let pid = wait_for("the second delete's commit waiting for the standby", || {
-        waiting_for_standby(&pg, None)
+        request_waiting(&pg)
     })
     .await;
     terminate(&pg, &pid);
@@ -240,7 +277,11 @@ async fn a_failover_loses_no_202_and_the_node_follows_the_new_primary() {
     }
     let primary = Cluster::start("primary").unwrap();
     let standby = primary.standby("standby1");
+    // Restarted with the setting, so that it is in force from the start (a reload reaches the
+    // checkpointer, which applies it, in its own time).
     primary.synchronous_standbys("standby1");
+    primary.stop("fast");
+    primary.start_again();
     wait_for("the standby to replicate synchronously", || {
         (primary
             .value("SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby1'")
@@ -263,12 +304,12 @@ async fn a_failover_loses_no_202_and_the_node_follows_the_new_primary() {
     let k = key.clone();
     let post = tokio::spawn(async move { post_one(&client, &k, "lost.example").await });
     let pid = wait_for("the batch's commit waiting for the standby", || {
-        waiting_for_standby(&primary, None)
+        request_waiting(&primary)
     })
     .await;
     terminate(&primary, &pid);
     wait_for("the settle's own commit waiting for the standby", || {
-        waiting_for_standby(&primary, Some(&pid))
+        waiting_for_standby(&primary, "event_batches", "domains", Some(&pid))
     })
     .await;
     // The primary's box is lost; the standby, which never had the batch, is promoted.
@@ -289,7 +330,10 @@ async fn a_failover_loses_no_202_and_the_node_follows_the_new_primary() {
             break;
         }
         assert_eq!(r.status, 503, "{}", r.text());
-        assert!(std::time::Instant::now() < deadline, "no 202 after the failover");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no 202 after the failover"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(batches_naming(&standby, "after.example") >= 1);

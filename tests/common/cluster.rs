@@ -23,7 +23,9 @@ pub struct Cluster {
 
 /// The server binaries, if the environment names them (`PARASOL_PG_BIN`).
 pub fn pg_bin() -> Option<String> {
-    std::env::var("PARASOL_PG_BIN").ok().filter(|b| !b.is_empty())
+    std::env::var("PARASOL_PG_BIN")
+        .ok()
+        .filter(|b| !b.is_empty())
 }
 
 fn as_root() -> bool {
@@ -80,7 +82,14 @@ impl Cluster {
             command(&format!("{bin}/initdb"))
                 .arg("-D")
                 .arg(dir.path().join("data"))
-                .args(["-U", "parasol", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8"])
+                .args([
+                    "-U",
+                    "parasol",
+                    "--auth=trust",
+                    "-E",
+                    "UTF8",
+                    "--locale=C.UTF-8",
+                ])
                 .output(),
         );
         let c = Cluster {
@@ -162,7 +171,9 @@ impl Cluster {
     pub fn stop(&self, mode: &str) {
         check(
             "pg_ctl stop",
-            self.pg_ctl().args(["-m", mode, "-w", "-t", "60", "stop"]).output(),
+            self.pg_ctl()
+                .args(["-m", mode, "-w", "-t", "60", "stop"])
+                .output(),
         );
     }
 
@@ -194,11 +205,9 @@ impl Cluster {
             let mut rows = Vec::new();
             for m in client.simple_query(&sql).await.unwrap() {
                 match m {
-                    tokio_postgres::SimpleQueryMessage::Row(r) => rows.push(
-                        (0..r.len())
-                            .map(|i| r.get(i).map(str::to_string))
-                            .collect(),
-                    ),
+                    tokio_postgres::SimpleQueryMessage::Row(r) => {
+                        rows.push((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+                    }
                     tokio_postgres::SimpleQueryMessage::CommandComplete(_) => {}
                     _ => {}
                 }
@@ -211,7 +220,9 @@ impl Cluster {
 
     /// The one value `sql` answers.
     pub fn value(&self, sql: &str) -> Option<String> {
-        self.sql(sql).pop().and_then(|r| r.into_iter().next().flatten())
+        self.sql(sql)
+            .pop()
+            .and_then(|r| r.into_iter().next().flatten())
     }
 
     /// Sets `synchronous_standby_names` and reloads the configuration: with a name no standby

@@ -763,19 +763,30 @@ const TOKENS_PURGED_EVERY: Duration = Duration::from_secs(600);
 /// The pause between two tries of a settle.
 const SETTLE_PAUSE: Duration = Duration::from_millis(200);
 
+/// The probe's write: the node's own row of `commit_tokens`, its time set anew (a commit that
+/// writes, as a client's write does: only a server that takes writes accepts it, and under
+/// synchronous replication its commit returns once the standby has it).
+const PROBE: &str = "INSERT INTO commit_tokens (token, at) VALUES ($1, $2)
+    ON CONFLICT (token) DO UPDATE SET at = excluded.at";
+
 /// Keeps a node's readiness true to the database, with no client write needed: every
-/// `PROBE_EVERY`, on a connection of its own (a pool whose connections are all busy cannot
-/// delay it, nor a probe take a client's connection), asks for a commit that takes a
-/// transaction id, which only a server that takes writes gives, and under synchronous
-/// replication only once the standby confirms it. A database gone, refusing connections, a
-/// standby, or a commit not confirmed within `CONNECT_TIMEOUT` is a fault (`/readyz` 503); the
-/// first commit confirmed clears it. Every `TOKENS_PURGED_EVERY` it also deletes the old
+/// `PROBE_EVERY`, on a connection of its own (application name `parasol probe`; a pool whose
+/// connections are all busy cannot delay it, nor a probe take a client's connection), commits
+/// a write (`PROBE`). A database gone, refusing connections, a standby, or a commit not
+/// confirmed within `CONNECT_TIMEOUT` (a synchronous standby away) is a fault (`/readyz` 503);
+/// the first commit confirmed clears it. Every `TOKENS_PURGED_EVERY` it also deletes the old
 /// `commit_tokens`. Ends with the store.
 async fn probe(
     inner: std::sync::Weak<Inner>,
-    config: tokio_postgres::Config,
+    mut config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
 ) {
+    let name = format!(
+        "{} probe",
+        config.get_application_name().unwrap_or("parasol")
+    );
+    config.application_name(&name);
+    let token = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
     let mut client: Option<tokio_postgres::Client> = None;
     let mut purged = std::time::Instant::now();
     loop {
@@ -795,19 +806,9 @@ async fn probe(
             let Some(c) = client.as_ref() else {
                 return Err(StoreError::Closed);
             };
-            let row = c
-                .query_one(
-                    "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE txid_current() END",
-                    &[],
-                )
+            c.execute(PROBE, &[&token, &crate::timefmt::now()])
                 .await
                 .map_err(classify)?;
-            if row.get::<_, Option<i64>>(0).is_none() {
-                return Err(StoreError::fault(
-                    FaultKind::ReadOnly,
-                    "the server is a standby (in recovery)",
-                ));
-            }
             if purged.elapsed() >= TOKENS_PURGED_EVERY {
                 purged = std::time::Instant::now();
                 let before = crate::timefmt::now() - TOKENS_KEPT.as_secs() as i64;
