@@ -39,6 +39,34 @@ fn waiting_for_standby(
     ))
 }
 
+/// Waits for the settle of a request whose commit answer was lost (its transaction found by
+/// `table` and `but_not`, as `waiting_for_standby`) to wait for the standby in turn; a request
+/// answered before that was answered without settling its outcome: the test fails with that
+/// answer.
+async fn settle_waiting(
+    pg: &Cluster,
+    (table, but_not): (&str, &str),
+    request: &str,
+    answer: tokio::task::JoinHandle<Resp>,
+) -> tokio::task::JoinHandle<Resp> {
+    let done = wait_for("the settle's own commit waiting for the standby", || {
+        if answer.is_finished() {
+            return Some(true);
+        }
+        waiting_for_standby(pg, table, but_not, Some(request)).map(|_| false)
+    })
+    .await;
+    if done {
+        let r = answer.await.unwrap();
+        panic!(
+            "answered {} before its outcome was settled: {}",
+            r.status,
+            r.text()
+        );
+    }
+    answer
+}
+
 /// The request's own transaction (an ingest's or a delete's: both write the domain list).
 fn request_waiting(pg: &Cluster) -> Option<String> {
     waiting_for_standby(pg, "domains", "parasol_schema", None)
@@ -161,10 +189,7 @@ async fn a_commit_only_on_the_primary_is_not_answered_202_until_the_standby_has_
     })
     .await;
     terminate(&pg, &pid);
-    wait_for("the settle's own commit waiting for the standby", || {
-        waiting_for_standby(&pg, "event_batches", "domains", Some(&pid))
-    })
-    .await;
+    let post = settle_waiting(&pg, ("event_batches", "domains"), &pid, post).await;
     pg.synchronous_standbys("");
     let r = post.await.unwrap();
     assert_eq!(r.status, 202, "{}", r.text());
@@ -216,10 +241,7 @@ async fn a_delete_whose_commit_answer_was_lost_is_answered_as_it_ended() {
     })
     .await;
     terminate(&pg, &pid);
-    wait_for("the settle's own commit waiting for the standby", || {
-        waiting_for_standby(&pg, "commit_tokens", "domain_count_deltas", Some(&pid))
-    })
-    .await;
+    let delete = settle_waiting(&pg, ("commit_tokens", "domain_count_deltas"), &pid, delete).await;
     pg.synchronous_standbys("");
     let r = delete.await.unwrap();
     assert_eq!(r.status, 204, "{}", r.text());
@@ -308,10 +330,7 @@ async fn a_failover_loses_no_202_and_the_node_follows_the_new_primary() {
     })
     .await;
     terminate(&primary, &pid);
-    wait_for("the settle's own commit waiting for the standby", || {
-        waiting_for_standby(&primary, "event_batches", "domains", Some(&pid))
-    })
-    .await;
+    let post = settle_waiting(&primary, ("event_batches", "domains"), &pid, post).await;
     // The primary's box is lost; the standby, which never had the batch, is promoted.
     primary.stop("immediate");
     standby.start_again();
