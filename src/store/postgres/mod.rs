@@ -560,7 +560,14 @@ impl Postgres {
         // Random: unlike the ids of a sequence, none repeats after a failover.
         let token = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
         let now = crate::timefmt::now();
-        let st = db.stmt(COMMIT_TOKEN).await?;
+        let st = match db.stmt(COMMIT_TOKEN).await {
+            Ok(st) => st,
+            Err(e) => {
+                // Nothing was committed: the COMMIT was never sent.
+                db.rollback().await;
+                return Err(e);
+            }
+        };
         // Sent together, in this order (each is written to the connection when first polled).
         let params: [&(dyn ToSql + Sync); 2] = [&token, &now];
         let (claimed, committed) = tokio::join!(
