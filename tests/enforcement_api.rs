@@ -955,6 +955,43 @@ async fn paging_meta_links_and_limits() {
     let _ = org;
 }
 
+/// A page whose offset (`(page - 1) * limit`) passes 2^63 is past the end like any other: 200,
+/// empty, no next link. It once wrapped to a negative offset, which SQLite reads as 0, and came
+/// back with page 1's domains and a `next` link to a page number the server refuses.
+#[tokio::test]
+async fn a_page_whose_offset_passes_two_to_the_63_is_past_the_end() {
+    let s = TestServer::start_with(|_| {}).await;
+    let (_, key) = s.create_org("a");
+    let batch: Vec<Value> = (0..5).map(|i| event(&format!("d{i}.example"))).collect();
+    assert_eq!(
+        s.post_json(&events_path(&key), &Value::Array(batch))
+            .await
+            .status,
+        202
+    );
+    for (page, limit) in [
+        ("46116860184273881", 200),
+        ("9223372036854775807", 2),
+        ("9223372036854775807", 1),
+        ("4611686018427387905", 2),
+    ] {
+        let r = s
+            .get(&format!("{}&page={page}&limit={limit}", domains_path(&key)))
+            .await;
+        assert_eq!(r.status, 200, "page {page}, limit {limit}");
+        let b = r.json();
+        assert_eq!(b["data"], json!([]), "page {page}, limit {limit}");
+        assert_eq!(b["meta"]["next"], false, "page {page}, limit {limit}");
+        assert_eq!(b["meta"]["page"].to_string(), page);
+        assert_eq!(b["meta"]["limit"], limit);
+    }
+    // One past the largest page number is refused, as before.
+    let r = s
+        .get(&format!("{}&page=9223372036854775808", domains_path(&key)))
+        .await;
+    assert_enf_error(&r, 400, "BadRequestError");
+}
+
 /// decisions.md: without `--public-url`, links are built from the request's Host and the
 /// listener's scheme; a Host that is not a plausible host[:port] is not echoed.
 #[tokio::test]

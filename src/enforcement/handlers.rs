@@ -305,7 +305,8 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
         } else {
             Link::None(false)
         },
-        next: if listing.more {
+        // A page number is at most i64::MAX (`paging`): no link to one beyond it.
+        next: if listing.more && page < i64::MAX as u64 {
             link(page + 1)
         } else {
             Link::None(false)
