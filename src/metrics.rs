@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::router::{Interface, Route, ROUTE_KINDS};
+use crate::router::{Interface, Route, ROUTES, ROUTE_KINDS};
 
 /// A histogram of `u64` observations (nanoseconds, or counts) against fixed upper bounds.
 pub struct Histogram {
@@ -174,12 +174,12 @@ struct SlotLabels {
 pub const UNMATCHED: &str = "unmatched";
 
 fn slot_labels() -> Vec<SlotLabels> {
-    let mut labels: Vec<SlotLabels> = Route::every()
+    let mut labels: Vec<SlotLabels> = ROUTES
         .iter()
         .map(|r| SlotLabels {
             interface: r.interface_name(),
-            method: r.method().to_string(),
-            route: r.template(),
+            method: r.verb.as_str().to_string(),
+            route: r.template,
         })
         .collect();
     for interface in ["enforcement", "management"] {
@@ -536,7 +536,7 @@ mod tests {
     fn every_route_kind_and_the_unmatched_have_a_slot() {
         let m = Metrics::new();
         assert_eq!(m.slots.len(), ROUTE_KINDS + 2);
-        for r in Route::every() {
+        for r in crate::router::every() {
             let l = &m.labels[RouteSlot::of(&Ok(r.clone())).0];
             assert_eq!(
                 (l.route, l.method.as_str()),

@@ -1340,8 +1340,8 @@ async fn unknown_routes_and_wrong_methods() {
     }
     for (m, p, allow) in [
         ("GET", events_path(&key), "POST"),
-        ("PUT", domains_path(&key), "GET, DELETE"),
-        ("POST", domains_path(&key), "GET, DELETE"),
+        ("PUT", domains_path(&key), "GET, HEAD, DELETE"),
+        ("POST", domains_path(&key), "GET, HEAD, DELETE"),
         ("GET", format!("/1.0/domains/1?customerKey={key}"), "DELETE"),
     ] {
         let r = s.request(m, &p, &[], None).await;
