@@ -196,6 +196,45 @@ async fn alternative_spellings_and_unknown_fields() {
     );
 }
 
+/// decisions.md: `null` means absent, for one spelling of a two-spelling field too: `null`
+/// under one spelling beside a string under the other is accepted (openapi.yaml declares the
+/// four fields nullable: tests/openapi_routes.rs), and `null` under both is "is required".
+#[tokio::test]
+async fn null_under_one_spelling_is_absent() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    for (n, (field, other)) in [
+        ("deviceId", "deviceID"),
+        ("deviceID", "deviceId"),
+        ("dstUrl", "dstURL"),
+        ("dstURL", "dstUrl"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut e = event(&format!("null{n}.example"));
+        let o = e.as_object_mut().unwrap();
+        let sent = if field.starts_with("device") {
+            "deviceId"
+        } else {
+            "dstUrl"
+        };
+        let value = o.remove(sent).unwrap();
+        o.insert(field.into(), Value::Null);
+        o.insert(other.into(), value);
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_eq!(
+            r.status,
+            202,
+            "{field}: null, {other}: a string: {}",
+            r.text()
+        );
+        e.as_object_mut().unwrap().insert(other.into(), Value::Null);
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_enf_error(&r, 400, "BadRequestError");
+    }
+}
+
 #[tokio::test]
 async fn required_fields_types_and_fixed_values() {
     let s = TestServer::start().await;
