@@ -25,7 +25,7 @@ pub struct AppState {
     /// `--cloud-limits`.
     pub rate: crate::ratelimit::RateLimiter,
     /// Pages of the domain lists served since the database last changed.
-    pub pages: crate::enforcement::page_cache::PageCache,
+    pub pages: crate::page_cache::PageCache,
     /// Where large event batches are validated.
     pub bulk: crate::bulk::BulkPool,
     /// What `/metrics` reports of requests, events and connections.

@@ -14,7 +14,7 @@ use crate::store::{CustomerKey, Ingest, Ingested, PreparedBatch, PreparedEvent};
 
 use super::domain::normalize;
 use super::event::{validate_events, EventsError};
-use super::page_cache::CachedPage;
+use crate::page_cache::CachedPage;
 
 /// Default and largest page size of GET /1.0/domains.
 pub const MAX_PAGE_LIMIT: u64 = 200;
