@@ -35,3 +35,4 @@ mod testdir;
 pub mod timefmt;
 pub mod tls;
 pub mod transport;
+pub mod trim;
