@@ -185,17 +185,7 @@ impl Line {
 
 /// `YYYY-MM-DDThh:mm:ss` (UTC) of a Unix time, as the rest of the log writes it.
 fn date_time(unix: u64) -> String {
-    let t = time::OffsetDateTime::from_unix_timestamp(unix as i64)
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
+    crate::timefmt::date_time(i64::try_from(unix).unwrap_or(i64::MAX))
 }
 
 fn push_u64(out: &mut Vec<u8>, mut n: u64) {

@@ -221,15 +221,7 @@ fn note_released(released: &AtomicUsize, units: &Semaphore, total_units: usize, 
 /// `malloc_trim` on a blocking thread, when there is a runtime to run it (a charge may be
 /// dropped after the runtime is gone, at exit).
 fn trim() {
-    if let Ok(rt) = tokio::runtime::Handle::try_current() {
-        rt.spawn_blocking(|| {
-            #[cfg(all(target_os = "linux", target_env = "gnu"))]
-            // SAFETY: malloc_trim only returns free memory to the system.
-            unsafe {
-                libc::malloc_trim(0);
-            }
-        });
-    }
+    crate::trim::in_background();
 }
 
 #[cfg(test)]

@@ -1,13 +1,36 @@
 //! One error type per interface, each mapping to a status and the interface's JSON body.
 //! Internal failures map to 500 without detail; the detail goes to the log.
 
+use std::borrow::Cow;
+
 use hyper::header::{HeaderValue, ALLOW, CONNECTION, RETRY_AFTER, WWW_AUTHENTICATE};
 use hyper::{Response, StatusCode};
 use serde_json::{json, Map, Value};
 
-use crate::enforcement::event::FieldError;
 use crate::http::{json, Body};
 use crate::store::StoreError;
+
+/// One problem of a refused body: a field of one element, named by the spelling the client sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The element's position in an array body; `None` for a body that is one event object.
+    pub index: Option<u32>,
+    /// The field as sent; empty when the element itself is wrong (not an object). A repeated
+    /// member inside a field's value is named by its path (`vendorExtra.hits[2].name`).
+    pub field: Cow<'static, str>,
+    pub problem: &'static str,
+}
+
+/// Displays as the entry's key in the `errors` map: `dstDomain`, `[3].dstDomain` or `[3]`.
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.index, &*self.field) {
+            (Some(i), "") => write!(f, "[{i}]"),
+            (Some(i), field) => write!(f, "[{i}].{field}"),
+            (None, field) => f.write_str(field),
+        }
+    }
+}
 
 /// Errors of the enforcement interface (`/1.0/`), body
 /// `{"code", "message", ["errors"], "statusCode"}`.

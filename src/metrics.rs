@@ -13,74 +13,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::router::{Interface, Route, ROUTE_KINDS};
-
-/// A histogram of `u64` observations (nanoseconds, or counts) against fixed upper bounds.
-pub struct Histogram {
-    /// Upper bounds, ascending, in the unit of the observations.
-    bounds: &'static [u64],
-    /// Observations per bucket (not cumulative); the last counts those above every bound.
-    counts: Box<[AtomicU64]>,
-    sum: AtomicU64,
-}
-
-impl Histogram {
-    pub fn new(bounds: &'static [u64]) -> Histogram {
-        debug_assert!(bounds.windows(2).all(|w| w[0] < w[1]));
-        Histogram {
-            bounds,
-            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-            sum: AtomicU64::new(0),
-        }
-    }
-
-    pub fn observe(&self, value: u64) {
-        let i = self.bounds.partition_point(|&b| b < value);
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum.fetch_add(value, Ordering::Relaxed);
-    }
-
-    pub fn observe_duration(&self, d: Duration) {
-        self.observe(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).sum()
-    }
-
-    /// Writes the `_bucket`, `_sum` and `_count` samples of `name` with `labels` (already
-    /// rendered, `a="x",b="y"`, or empty), dividing observations by `scale` (1e9 for seconds
-    /// from nanoseconds, 1 for counts).
-    pub fn render(&self, out: &mut String, name: &str, labels: &str, scale: f64) {
-        let sep = if labels.is_empty() { "" } else { "," };
-        let mut running = 0u64;
-        // Loaded once each, so that `_count` equals the `+Inf` bucket even while requests are
-        // observed concurrently.
-        let counts: Vec<u64> = self
-            .counts
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .collect();
-        for (i, bound) in self.bounds.iter().enumerate() {
-            running += counts[i];
-            let le = *bound as f64 / scale;
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {running}");
-        }
-        running += counts[self.bounds.len()];
-        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {running}");
-        let sum = self.sum.load(Ordering::Relaxed) as f64 / scale;
-        let braces = |s: &str| {
-            if s.is_empty() {
-                String::new()
-            } else {
-                format!("{{{s}}}")
-            }
-        };
-        let _ = writeln!(out, "{name}_sum{} {sum}", braces(labels));
-        let _ = writeln!(out, "{name}_count{} {running}", braces(labels));
-    }
-}
+use crate::histogram::Histogram;
+use crate::router::{Interface, Route, ROUTES, ROUTE_KINDS};
 
 /// Upper bounds of request latencies, nanoseconds: 0.5 ms to 10 s.
 pub const REQUEST_SECONDS: &[u64] = &[
@@ -174,12 +108,12 @@ struct SlotLabels {
 pub const UNMATCHED: &str = "unmatched";
 
 fn slot_labels() -> Vec<SlotLabels> {
-    let mut labels: Vec<SlotLabels> = Route::every()
+    let mut labels: Vec<SlotLabels> = ROUTES
         .iter()
         .map(|r| SlotLabels {
             interface: r.interface_name(),
-            method: r.method().to_string(),
-            route: r.template(),
+            method: r.verb.as_str().to_string(),
+            route: r.template,
         })
         .collect();
     for interface in ["enforcement", "management"] {
@@ -509,24 +443,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn histograms_are_cumulative_and_end_at_their_count() {
-        let h = Histogram::new(&[10, 20, 40]);
-        for v in [1, 10, 11, 20, 39, 41, 1000] {
-            h.observe(v);
-        }
-        let mut out = String::new();
-        h.render(&mut out, "x", "a=\"b\"", 10.0);
-        assert_eq!(
-            out,
-            "x_bucket{a=\"b\",le=\"1\"} 2\nx_bucket{a=\"b\",le=\"2\"} 4\nx_bucket{a=\"b\",le=\"4\"} 5\n\
-             x_bucket{a=\"b\",le=\"+Inf\"} 7\nx_sum{a=\"b\"} 112.2\nx_count{a=\"b\"} 7\n"
-        );
-        let mut out = String::new();
-        h.render(&mut out, "y", "", 1.0);
-        assert!(out.contains("y_bucket{le=\"10\"} 2\n") && out.contains("\ny_count 7\n"));
-    }
-
-    #[test]
     fn label_values_are_escaped() {
         assert_eq!(escape("plain"), "plain");
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
@@ -536,7 +452,7 @@ mod tests {
     fn every_route_kind_and_the_unmatched_have_a_slot() {
         let m = Metrics::new();
         assert_eq!(m.slots.len(), ROUTE_KINDS + 2);
-        for r in Route::every() {
+        for r in crate::router::every() {
             let l = &m.labels[RouteSlot::of(&Ok(r.clone())).0];
             assert_eq!(
                 (l.route, l.method.as_str()),

@@ -6,7 +6,8 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use crate::enforcement::domain::{normalize, self_and_parents};
+use crate::enforcement::domain::normalize;
+use crate::names::self_and_parents;
 
 /// A set of domain names, each with a small value, laid out for a million entries in a few tens
 /// of MiB: every name lives in one byte arena (`[len][name][value]`), and an open-addressing

@@ -4,6 +4,12 @@
 //! organization paths) are answered in the management interface's shape; Parasol's own paths
 //! at the top (`/healthz`, `/readyz`, `/metrics`, `/openapi.yaml`) answer errors in the
 //! enforcement shape, and so does anything else, with a 404.
+//!
+//! Every route is one row of `ROUTES`: its method, its path template as the OpenAPI document
+//! writes it, and how its endpoint is built from the template's parameters. Matching, the
+//! `Allow` header of a 405, a route's kind (its row's position), the metrics' labels and the
+//! list the OpenAPI agreement test compares with the document all come from that one table.
+//! HEAD is answered wherever GET is, as GET (RFC 9110, section 9.1; the server sends no body).
 
 use hyper::Method;
 
@@ -16,9 +22,9 @@ pub enum Interface {
     Management,
 }
 
-/// A routed request.
+/// What a routed request asks for: the typed endpoint its interface's handler matches on.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Route {
+pub enum Endpoint {
     Enf(EnfEndpoint),
     Mgmt(MgmtEndpoint),
     /// Parasol's own paths, outside both interfaces (no authentication).
@@ -26,7 +32,7 @@ pub enum Route {
 }
 
 /// Parasol's own paths (decisions.md), for operators and integrators: health, readiness,
-/// metrics and the OpenAPI document. Each has GET only.
+/// metrics and the OpenAPI document. Each has GET (and so HEAD) only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OwnEndpoint {
     /// `GET /healthz`: the process answers.
@@ -143,6 +149,278 @@ pub enum ReadCreateDelete {
     Delete(i64),
 }
 
+/// A method a route is declared with. HEAD takes the GET routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Verb {
+    /// The verb whose routes answer `method`: HEAD is answered as GET.
+    fn of(method: &Method) -> Option<Verb> {
+        Some(match *method {
+            Method::GET | Method::HEAD => Verb::Get,
+            Method::POST => Verb::Post,
+            Method::PUT => Verb::Put,
+            Method::DELETE => Verb::Delete,
+            _ => return None,
+        })
+    }
+
+    pub fn method(self) -> Method {
+        match self {
+            Verb::Get => Method::GET,
+            Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Delete => Method::DELETE,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+            Verb::Put => "PUT",
+            Verb::Delete => "DELETE",
+        }
+    }
+
+    /// Its bit in an `Allow` set (see `ALLOW`).
+    fn bit(self) -> usize {
+        match self {
+            Verb::Get => 1,
+            Verb::Post => 2,
+            Verb::Put => 4,
+            Verb::Delete => 8,
+        }
+    }
+}
+
+/// The `Allow` header of each set of verbs (bits as in `Verb::bit`), in the order RFC 9110
+/// lists the methods; GET brings HEAD.
+const ALLOW: [&str; 16] = [
+    "",
+    "GET, HEAD",
+    "POST",
+    "GET, HEAD, POST",
+    "PUT",
+    "GET, HEAD, PUT",
+    "POST, PUT",
+    "GET, HEAD, POST, PUT",
+    "DELETE",
+    "GET, HEAD, DELETE",
+    "POST, DELETE",
+    "GET, HEAD, POST, DELETE",
+    "PUT, DELETE",
+    "GET, HEAD, PUT, DELETE",
+    "POST, PUT, DELETE",
+    "GET, HEAD, POST, PUT, DELETE",
+];
+
+/// A path parameter, read from its segment by the kind its template names (see `read_param`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Param {
+    /// A decimal id; -1 for `{domainIdOrName}` digits too large for an i64 (an id that exists
+    /// nowhere).
+    Id(i64),
+    /// A name, percent-decoded.
+    Name(String),
+}
+
+/// Most parameters of a template (`/v1/msps/{mspId}/customers/{customerId}`).
+const MAX_PARAMS: usize = 2;
+
+/// A route's parameters, in the order of its template.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params([Option<Param>; MAX_PARAMS]);
+
+impl Params {
+    /// Parameter `i` as an id. Each row reads its parameters by the kinds its template names
+    /// (the table's tests check every row); -1, an id that exists nowhere, otherwise.
+    fn id(&self, i: usize) -> i64 {
+        match self.0.get(i) {
+            Some(Some(Param::Id(n))) => *n,
+            _ => -1,
+        }
+    }
+
+    /// Parameter `i` as a name (see `id`).
+    fn name(&self, i: usize) -> String {
+        match self.0.get(i) {
+            Some(Some(Param::Name(s))) => s.clone(),
+            _ => String::new(),
+        }
+    }
+}
+
+/// Reads the segment `seg` of a path as the parameter `placeholder` of a template; `None` if it
+/// cannot be one (the path then matches no route: 404).
+fn read_param(placeholder: &str, seg: &str) -> Option<Param> {
+    if seg.is_empty() {
+        return None;
+    }
+    let digits = seg.bytes().all(|b| b.is_ascii_digit());
+    // A segment that does not decode cannot be a listed name: it is kept as sent, for the
+    // handler to refuse.
+    let name = || Param::Name(percent_decode(seg).unwrap_or_else(|| seg.to_string()));
+    match placeholder {
+        // All digits: an id; one too large for i64 exists nowhere.
+        "{domainIdOrName}" if digits => Some(Param::Id(seg.parse().unwrap_or(-1))),
+        "{domainIdOrName}" | "{name}" => Some(name()),
+        "{roamingComputerId}" => percent_decode(seg)
+            .filter(|d| !d.is_empty())
+            .map(Param::Name),
+        _ if digits => seg.parse().ok().map(Param::Id),
+        _ => None,
+    }
+}
+
+/// One route: a method, a path template, and how the endpoint is built from the parameters.
+pub struct Row {
+    pub verb: Verb,
+    /// The path template as the OpenAPI document writes it; `{...}` segments are parameters.
+    pub template: &'static str,
+    build: fn(&Params) -> Endpoint,
+}
+
+impl Row {
+    /// The interface the route belongs to, as metrics and the access log name it.
+    pub fn interface_name(&self) -> &'static str {
+        if self.template.starts_with("/1.0/") {
+            "enforcement"
+        } else if self.template.starts_with("/v1/") || self.template.starts_with("/parasol/v1/") {
+            "management"
+        } else {
+            "parasol"
+        }
+    }
+}
+
+const fn row(verb: Verb, template: &'static str, build: fn(&Params) -> Endpoint) -> Row {
+    Row {
+        verb,
+        template,
+        build,
+    }
+}
+
+fn provider(p: &Params, ep: ProviderEndpoint) -> Endpoint {
+    Endpoint::Mgmt(MgmtEndpoint::Provider { sp: p.id(0), ep })
+}
+
+fn msp(p: &Params, ep: Items) -> Endpoint {
+    Endpoint::Mgmt(MgmtEndpoint::Msp { msp: p.id(0), ep })
+}
+
+fn org(p: &Params, ep: OrgEndpoint) -> Endpoint {
+    Endpoint::Mgmt(MgmtEndpoint::Org { org: p.id(0), ep })
+}
+
+fn parasol(p: &Params, ep: ParasolEndpoint) -> Endpoint {
+    Endpoint::Mgmt(MgmtEndpoint::Parasol { org: p.id(0), ep })
+}
+
+/// Every route the server answers. Rows of one template are adjacent; a route's kind is its
+/// position here (metrics keep their per-route counters in an array indexed by it).
+#[rustfmt::skip]
+pub static ROUTES: &[Row] = {
+    use Verb::*;
+    use Endpoint::{Enf, Own};
+    use EnfEndpoint::*;
+    use OrgEndpoint::*;
+    use ProviderEndpoint::Customers;
+    use ParasolEndpoint::AllowList;
+    const SP: &str = "/v1/serviceproviders/{serviceProviderId}";
+    &[
+        row(Post, "/1.0/events", |_| Enf(PostEvents)),
+        row(Get, "/1.0/domains", |_| Enf(ListDomains)),
+        row(Delete, "/1.0/domains", |_| Enf(DeleteDomainsWhere)),
+        row(Delete, "/1.0/domains/{domainIdOrName}", |p| match &p.0[0] {
+            Some(Param::Name(n)) => Enf(DeleteDomainByName(n.clone())),
+            _ => Enf(DeleteDomainById(p.id(0))),
+        }),
+
+        row(Get, SP, |p| provider(p, ProviderEndpoint::Get)),
+        row(Get, "/v1/serviceproviders/{serviceProviderId}/customers", |p| provider(p, Customers(Items::List))),
+        row(Post, "/v1/serviceproviders/{serviceProviderId}/customers", |p| provider(p, Customers(Items::Create))),
+        row(Get, "/v1/serviceproviders/{serviceProviderId}/customers/{customerId}", |p| provider(p, Customers(Items::Get(p.id(1))))),
+        row(Put, "/v1/serviceproviders/{serviceProviderId}/customers/{customerId}", |p| provider(p, Customers(Items::Update(p.id(1))))),
+        row(Delete, "/v1/serviceproviders/{serviceProviderId}/customers/{customerId}", |p| provider(p, Customers(Items::Delete(p.id(1))))),
+
+        row(Get, "/v1/msps/{mspId}/customers", |p| msp(p, Items::List)),
+        row(Post, "/v1/msps/{mspId}/customers", |p| msp(p, Items::Create)),
+        row(Get, "/v1/msps/{mspId}/customers/{customerId}", |p| msp(p, Items::Get(p.id(1)))),
+        row(Put, "/v1/msps/{mspId}/customers/{customerId}", |p| msp(p, Items::Update(p.id(1)))),
+        row(Delete, "/v1/msps/{mspId}/customers/{customerId}", |p| msp(p, Items::Delete(p.id(1)))),
+
+        row(Get, "/v1/organizations/{organizationId}/networks", |p| org(p, Networks(ReadDelete::List))),
+        row(Get, "/v1/organizations/{organizationId}/networks/{networkId}", |p| org(p, Networks(ReadDelete::Get(p.id(1))))),
+        row(Delete, "/v1/organizations/{organizationId}/networks/{networkId}", |p| org(p, Networks(ReadDelete::Delete(p.id(1))))),
+
+        row(Get, "/v1/organizations/{organizationId}/roamingcomputers", |p| org(p, RoamingComputers(ReadUpdateDelete::List))),
+        row(Get, "/v1/organizations/{organizationId}/roamingcomputers/{roamingComputerId}", |p| org(p, RoamingComputers(ReadUpdateDelete::Get(p.name(1))))),
+        row(Put, "/v1/organizations/{organizationId}/roamingcomputers/{roamingComputerId}", |p| org(p, RoamingComputers(ReadUpdateDelete::Update(p.name(1))))),
+        row(Delete, "/v1/organizations/{organizationId}/roamingcomputers/{roamingComputerId}", |p| org(p, RoamingComputers(ReadUpdateDelete::Delete(p.name(1))))),
+
+        row(Get, "/v1/organizations/{organizationId}/internalnetworks", |p| org(p, InternalNetworks(Items::List))),
+        row(Post, "/v1/organizations/{organizationId}/internalnetworks", |p| org(p, InternalNetworks(Items::Create))),
+        row(Get, "/v1/organizations/{organizationId}/internalnetworks/{internalNetworkId}", |p| org(p, InternalNetworks(Items::Get(p.id(1))))),
+        row(Put, "/v1/organizations/{organizationId}/internalnetworks/{internalNetworkId}", |p| org(p, InternalNetworks(Items::Update(p.id(1))))),
+        row(Delete, "/v1/organizations/{organizationId}/internalnetworks/{internalNetworkId}", |p| org(p, InternalNetworks(Items::Delete(p.id(1))))),
+
+        row(Get, "/v1/organizations/{organizationId}/virtualappliances", |p| org(p, VirtualAppliances(ReadUpdateDelete::List))),
+        row(Get, "/v1/organizations/{organizationId}/virtualappliances/{virtualApplianceId}", |p| org(p, VirtualAppliances(ReadUpdateDelete::Get(p.id(1))))),
+        row(Put, "/v1/organizations/{organizationId}/virtualappliances/{virtualApplianceId}", |p| org(p, VirtualAppliances(ReadUpdateDelete::Update(p.id(1))))),
+        row(Delete, "/v1/organizations/{organizationId}/virtualappliances/{virtualApplianceId}", |p| org(p, VirtualAppliances(ReadUpdateDelete::Delete(p.id(1))))),
+
+        row(Get, "/v1/organizations/{organizationId}/sites", |p| org(p, Sites(Items::List))),
+        row(Post, "/v1/organizations/{organizationId}/sites", |p| org(p, Sites(Items::Create))),
+        row(Get, "/v1/organizations/{organizationId}/sites/{siteId}", |p| org(p, Sites(Items::Get(p.id(1))))),
+        row(Put, "/v1/organizations/{organizationId}/sites/{siteId}", |p| org(p, Sites(Items::Update(p.id(1))))),
+        row(Delete, "/v1/organizations/{organizationId}/sites/{siteId}", |p| org(p, Sites(Items::Delete(p.id(1))))),
+
+        row(Get, "/v1/organizations/{organizationId}/users", |p| org(p, Users(ReadCreateDelete::List))),
+        row(Post, "/v1/organizations/{organizationId}/users", |p| org(p, Users(ReadCreateDelete::Create))),
+        row(Get, "/v1/organizations/{organizationId}/users/{userId}", |p| org(p, Users(ReadCreateDelete::Get(p.id(1))))),
+        row(Delete, "/v1/organizations/{organizationId}/users/{userId}", |p| org(p, Users(ReadCreateDelete::Delete(p.id(1))))),
+
+        row(Get, "/v1/organizations/{organizationId}/roles", |p| org(p, Roles)),
+
+        row(Get, "/parasol/v1/organizations/{organizationId}/decision", |p| parasol(p, ParasolEndpoint::Decision)),
+        row(Get, "/parasol/v1/organizations/{organizationId}/allowlist", |p| parasol(p, AllowList(AllowListEndpoint::List))),
+        row(Post, "/parasol/v1/organizations/{organizationId}/allowlist", |p| parasol(p, AllowList(AllowListEndpoint::Add))),
+        row(Delete, "/parasol/v1/organizations/{organizationId}/allowlist/{name}", |p| parasol(p, AllowList(AllowListEndpoint::Remove(p.name(1))))),
+
+        row(Get, "/healthz", |_| Own(OwnEndpoint::Healthz)),
+        row(Get, "/readyz", |_| Own(OwnEndpoint::Readyz)),
+        row(Get, "/metrics", |_| Own(OwnEndpoint::Metrics)),
+        row(Get, "/openapi.yaml", |_| Own(OwnEndpoint::OpenApi)),
+    ]
+};
+
+/// How many kinds of route there are: the rows of `ROUTES`.
+pub const ROUTE_KINDS: usize = ROUTES.len();
+
+/// Every route the server answers: its method and path template, as the OpenAPI document lists
+/// them (HEAD, answered wherever GET is, is not listed).
+pub fn routes() -> Vec<(Method, &'static str)> {
+    ROUTES
+        .iter()
+        .map(|r| (r.verb.method(), r.template))
+        .collect()
+}
+
+/// A routed request: its row in `ROUTES`, its parameters, and the endpoint they make.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    kind: usize,
+    params: Params,
+    pub endpoint: Endpoint,
+}
+
 /// Why a request has no endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RouteError {
@@ -153,6 +431,23 @@ pub enum RouteError {
 
 /// Most segments of a routed path (`/parasol/v1/organizations/{org}/allowlist/{name}`).
 const MAX_SEGMENTS: usize = 6;
+
+/// The parameters of `segs` if they match `template`.
+fn matches(template: &str, segs: &[&str]) -> Option<Params> {
+    let mut params = Params::default();
+    let mut tmpl = template.split('/').skip(1);
+    let mut n = 0;
+    for seg in segs {
+        let t = tmpl.next()?;
+        if t.starts_with('{') {
+            *params.0.get_mut(n)? = Some(read_param(t, seg)?);
+            n += 1;
+        } else if t != *seg {
+            return None;
+        }
+    }
+    tmpl.next().is_none().then_some(params)
+}
 
 /// Routes a request by method and path (without the query).
 pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
@@ -176,702 +471,119 @@ pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
         n += 1;
     }
     let segs = &buf[..n];
-    match segs.split_first() {
-        Some((&"1.0", tail)) => enforcement(method, tail).map(Route::Enf),
-        Some((&"v1", tail)) => management(method, tail).map(Route::Mgmt),
-        Some((&"parasol", ["v1", tail @ ..])) => parasol(method, tail).map(Route::Mgmt),
-        Some((&"parasol", _)) => Err(RouteError::NotFound(Interface::Management)),
-        Some((own, [])) => {
-            let ep = match *own {
-                "healthz" => OwnEndpoint::Healthz,
-                "readyz" => OwnEndpoint::Readyz,
-                "metrics" => OwnEndpoint::Metrics,
-                "openapi.yaml" => OwnEndpoint::OpenApi,
-                _ => return Err(RouteError::NotFound(Interface::Enforcement)),
-            };
-            pick(Interface::Enforcement, method, "GET", [(Method::GET, ep)]).map(Route::Own)
+    let iface = match segs.first() {
+        Some(&("v1" | "parasol")) => Interface::Management,
+        _ => Interface::Enforcement,
+    };
+    let verb = Verb::of(method);
+    let mut allow = 0;
+    // The template the path matched, and its parameters (a path matches one template at most,
+    // and the rows of a template are adjacent).
+    let mut hit: Option<(&str, Params)> = None;
+    for (kind, row) in ROUTES.iter().enumerate() {
+        match &hit {
+            Some((t, _)) if *t != row.template => break,
+            Some(_) => {}
+            None => match matches(row.template, segs) {
+                Some(p) => hit = Some((row.template, p)),
+                None => continue,
+            },
         }
-        _ => Err(RouteError::NotFound(Interface::Enforcement)),
+        if verb == Some(row.verb) {
+            let params = hit.map(|(_, p)| p).unwrap_or_default();
+            return Ok(Route {
+                kind,
+                endpoint: (row.build)(&params),
+                params,
+            });
+        }
+        allow |= row.verb.bit();
     }
-}
-
-/// Chooses the endpoint for `method` among those a path allows.
-fn pick<E>(
-    iface: Interface,
-    method: &Method,
-    allow: &'static str,
-    options: impl IntoIterator<Item = (Method, E)>,
-) -> Result<E, RouteError> {
-    options
-        .into_iter()
-        .find(|(m, _)| m == method)
-        .map(|(_, e)| e)
-        .ok_or(RouteError::MethodNotAllowed(iface, allow))
-}
-
-fn enforcement(method: &Method, segs: &[&str]) -> Result<EnfEndpoint, RouteError> {
-    use EnfEndpoint::*;
-    let e = Interface::Enforcement;
-    match segs {
-        ["events"] => pick(e, method, "POST", [(Method::POST, PostEvents)]),
-        ["domains"] => pick(
-            e,
-            method,
-            "GET, DELETE",
-            [
-                (Method::GET, ListDomains),
-                (Method::DELETE, DeleteDomainsWhere),
-            ],
-        ),
-        ["domains", seg] if !seg.is_empty() => {
-            let target = if seg.bytes().all(|b| b.is_ascii_digit()) {
-                // All digits: an id; one too large for i64 exists nowhere.
-                DeleteDomainById(seg.parse().unwrap_or(-1))
-            } else {
-                // A segment that does not decode cannot be a listed name: keep it as sent.
-                DeleteDomainByName(percent_decode(seg).unwrap_or_else(|| (*seg).to_string()))
-            };
-            pick(e, method, "DELETE", [(Method::DELETE, target)])
-        }
-        _ => Err(RouteError::NotFound(e)),
-    }
-}
-
-fn management(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError> {
-    use MgmtEndpoint::*;
-    let m = Interface::Management;
-    let nf = || RouteError::NotFound(m);
-    let id = |s: &str| -> Result<i64, RouteError> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(nf());
-        }
-        s.parse().map_err(|_| nf())
-    };
-    let items = |item: Option<&str>| -> Result<Items, RouteError> {
-        Ok(match item {
-            None => pick(
-                m,
-                method,
-                GET_POST,
-                [(Method::GET, Items::List), (Method::POST, Items::Create)],
-            )?,
-            Some(i) => {
-                let i = id(i)?;
-                pick(
-                    m,
-                    method,
-                    ITEM_RW,
-                    [
-                        (Method::GET, Items::Get(i)),
-                        (Method::PUT, Items::Update(i)),
-                        (Method::DELETE, Items::Delete(i)),
-                    ],
-                )?
-            }
-        })
-    };
-    match segs {
-        ["serviceproviders", sp] => {
-            let sp = id(sp)?;
-            let ep = pick(m, method, "GET", [(Method::GET, ProviderEndpoint::Get)])?;
-            Ok(Provider { sp, ep })
-        }
-        ["serviceproviders", sp, "customers", rest @ ..] if rest.len() <= 1 => {
-            let sp = id(sp)?;
-            let ep = ProviderEndpoint::Customers(items(rest.first().copied())?);
-            Ok(Provider { sp, ep })
-        }
-        ["msps", msp, "customers", rest @ ..] if rest.len() <= 1 => {
-            let msp = id(msp)?;
-            Ok(Msp {
-                msp,
-                ep: items(rest.first().copied())?,
-            })
-        }
-        ["organizations", org, kind, rest @ ..] if rest.len() <= 1 => {
-            let org = id(org)?;
-            let item = rest.first().copied();
-            let ep = organization(method, kind, item, id, items)?;
-            Ok(Org { org, ep })
-        }
-        _ => Err(nf()),
-    }
-}
-
-/// Parasol's own endpoints, under `/parasol/v1/`.
-fn parasol(method: &Method, segs: &[&str]) -> Result<MgmtEndpoint, RouteError> {
-    let m = Interface::Management;
-    let nf = || RouteError::NotFound(m);
-    let (org, rest) = match segs {
-        ["organizations", org, rest @ ..]
-            if !org.is_empty() && org.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            (org.parse::<i64>().map_err(|_| nf())?, rest)
-        }
-        _ => return Err(nf()),
-    };
-    let ep = match rest {
-        ["decision"] => pick(m, method, "GET", [(Method::GET, ParasolEndpoint::Decision)])?,
-        ["allowlist"] => ParasolEndpoint::AllowList(pick(
-            m,
-            method,
-            GET_POST,
-            [
-                (Method::GET, AllowListEndpoint::List),
-                (Method::POST, AllowListEndpoint::Add),
-            ],
-        )?),
-        ["allowlist", name] if !name.is_empty() => {
-            // A segment that does not decode is kept as sent: the handler refuses it as a name.
-            let name = percent_decode(name).unwrap_or_else(|| (*name).to_string());
-            ParasolEndpoint::AllowList(pick(
-                m,
-                method,
-                "DELETE",
-                [(Method::DELETE, AllowListEndpoint::Remove(name))],
-            )?)
-        }
-        _ => return Err(nf()),
-    };
-    Ok(MgmtEndpoint::Parasol { org, ep })
-}
-
-const GET_POST: &str = "GET, POST";
-const ITEM_RW: &str = "GET, PUT, DELETE";
-const ITEM_RD: &str = "GET, DELETE";
-
-/// The endpoint of an organization's resource `kind`, and of one of its items if `item` is
-/// given.
-fn organization(
-    method: &Method,
-    kind: &str,
-    item: Option<&str>,
-    id: impl Fn(&str) -> Result<i64, RouteError>,
-    items: impl Fn(Option<&str>) -> Result<Items, RouteError>,
-) -> Result<OrgEndpoint, RouteError> {
-    use OrgEndpoint::*;
-    let m = Interface::Management;
-    let nf = || RouteError::NotFound(m);
-    Ok(match (kind, item) {
-        ("networks", None) => Networks(pick(m, method, "GET", [(Method::GET, ReadDelete::List)])?),
-        ("networks", Some(i)) => {
-            let i = id(i)?;
-            Networks(pick(
-                m,
-                method,
-                ITEM_RD,
-                [
-                    (Method::GET, ReadDelete::Get(i)),
-                    (Method::DELETE, ReadDelete::Delete(i)),
-                ],
-            )?)
-        }
-        ("roamingcomputers", None) => RoamingComputers(pick(
-            m,
-            method,
-            "GET",
-            [(Method::GET, ReadUpdateDelete::List)],
-        )?),
-        ("roamingcomputers", Some(dev)) => {
-            let device = percent_decode(dev)
-                .filter(|d| !d.is_empty())
-                .ok_or_else(nf)?;
-            RoamingComputers(read_update_delete(method, device)?)
-        }
-        ("virtualappliances", None) => VirtualAppliances(pick(
-            m,
-            method,
-            "GET",
-            [(Method::GET, ReadUpdateDelete::List)],
-        )?),
-        ("virtualappliances", Some(i)) => VirtualAppliances(read_update_delete(method, id(i)?)?),
-        ("internalnetworks", item) => InternalNetworks(items(item)?),
-        ("sites", item) => Sites(items(item)?),
-        ("users", None) => Users(pick(
-            m,
-            method,
-            GET_POST,
-            [
-                (Method::GET, ReadCreateDelete::List),
-                (Method::POST, ReadCreateDelete::Create),
-            ],
-        )?),
-        ("users", Some(i)) => {
-            let i = id(i)?;
-            Users(pick(
-                m,
-                method,
-                ITEM_RD,
-                [
-                    (Method::GET, ReadCreateDelete::Get(i)),
-                    (Method::DELETE, ReadCreateDelete::Delete(i)),
-                ],
-            )?)
-        }
-        ("roles", None) => pick(m, method, "GET", [(Method::GET, Roles)])?,
-        _ => return Err(nf()),
+    Err(match ALLOW.get(allow) {
+        Some(a) if allow != 0 => RouteError::MethodNotAllowed(iface, a),
+        _ => RouteError::NotFound(iface),
     })
 }
 
-fn read_update_delete<Id: Clone>(
-    method: &Method,
-    item: Id,
-) -> Result<ReadUpdateDelete<Id>, RouteError> {
-    pick(
-        Interface::Management,
-        method,
-        ITEM_RW,
-        [
-            (Method::GET, ReadUpdateDelete::Get(item.clone())),
-            (Method::PUT, ReadUpdateDelete::Update(item.clone())),
-            (Method::DELETE, ReadUpdateDelete::Delete(item)),
-        ],
-    )
-}
-
 impl Route {
+    fn row(&self) -> &'static Row {
+        &ROUTES[self.kind]
+    }
+
+    /// The route's kind: its position in `ROUTES`, from 0 to `ROUTE_KINDS - 1`.
+    pub fn kind(&self) -> usize {
+        self.kind
+    }
+
     /// The route's path template, as the OpenAPI document writes it (metrics and the access log
     /// name requests by it).
     pub fn template(&self) -> &'static str {
-        match self {
-            Route::Enf(e) => match e {
-                EnfEndpoint::PostEvents => "/1.0/events",
-                EnfEndpoint::ListDomains | EnfEndpoint::DeleteDomainsWhere => "/1.0/domains",
-                EnfEndpoint::DeleteDomainById(_) | EnfEndpoint::DeleteDomainByName(_) => {
-                    "/1.0/domains/{domainIdOrName}"
-                }
-            },
-            Route::Mgmt(m) => m.template(),
-            Route::Own(o) => match o {
-                OwnEndpoint::Healthz => "/healthz",
-                OwnEndpoint::Readyz => "/readyz",
-                OwnEndpoint::Metrics => "/metrics",
-                OwnEndpoint::OpenApi => "/openapi.yaml",
-            },
-        }
+        self.row().template
     }
-}
 
-impl MgmtEndpoint {
-    fn template(&self) -> &'static str {
-        use MgmtEndpoint::*;
-        const ORG: &str = "/v1/organizations/{organizationId}";
-        match self {
-            Provider {
-                ep: ProviderEndpoint::Get,
-                ..
-            } => "/v1/serviceproviders/{serviceProviderId}",
-            Provider {
-                ep: ProviderEndpoint::Customers(i),
-                ..
-            } => match i {
-                Items::List | Items::Create => "/v1/serviceproviders/{serviceProviderId}/customers",
-                _ => "/v1/serviceproviders/{serviceProviderId}/customers/{customerId}",
-            },
-            Msp { ep, .. } => match ep {
-                Items::List | Items::Create => "/v1/msps/{mspId}/customers",
-                _ => "/v1/msps/{mspId}/customers/{customerId}",
-            },
-            Parasol { ep, .. } => match ep {
-                ParasolEndpoint::Decision => "/parasol/v1/organizations/{organizationId}/decision",
-                ParasolEndpoint::AllowList(AllowListEndpoint::List | AllowListEndpoint::Add) => {
-                    "/parasol/v1/organizations/{organizationId}/allowlist"
-                }
-                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => {
-                    "/parasol/v1/organizations/{organizationId}/allowlist/{name}"
-                }
-            },
-            Org { ep, .. } => {
-                let (collection, item) = match ep {
-                    OrgEndpoint::Networks(e) => (
-                        "/v1/organizations/{organizationId}/networks",
-                        !matches!(e, ReadDelete::List),
-                    ),
-                    OrgEndpoint::RoamingComputers(e) => (
-                        "/v1/organizations/{organizationId}/roamingcomputers",
-                        !matches!(e, ReadUpdateDelete::List),
-                    ),
-                    OrgEndpoint::InternalNetworks(e) => (
-                        "/v1/organizations/{organizationId}/internalnetworks",
-                        !matches!(e, Items::List | Items::Create),
-                    ),
-                    OrgEndpoint::VirtualAppliances(e) => (
-                        "/v1/organizations/{organizationId}/virtualappliances",
-                        !matches!(e, ReadUpdateDelete::List),
-                    ),
-                    OrgEndpoint::Sites(e) => (
-                        "/v1/organizations/{organizationId}/sites",
-                        !matches!(e, Items::List | Items::Create),
-                    ),
-                    OrgEndpoint::Users(e) => (
-                        "/v1/organizations/{organizationId}/users",
-                        !matches!(e, ReadCreateDelete::List | ReadCreateDelete::Create),
-                    ),
-                    OrgEndpoint::Roles => ("/v1/organizations/{organizationId}/roles", false),
-                };
-                debug_assert!(collection.starts_with(ORG));
-                if !item {
-                    return collection;
-                }
-                match ep {
-                    OrgEndpoint::Networks(_) => {
-                        "/v1/organizations/{organizationId}/networks/{networkId}"
-                    }
-                    OrgEndpoint::RoamingComputers(_) => {
-                        "/v1/organizations/{organizationId}/roamingcomputers/{roamingComputerId}"
-                    }
-                    OrgEndpoint::InternalNetworks(_) => {
-                        "/v1/organizations/{organizationId}/internalnetworks/{internalNetworkId}"
-                    }
-                    OrgEndpoint::VirtualAppliances(_) => {
-                        "/v1/organizations/{organizationId}/virtualappliances/{virtualApplianceId}"
-                    }
-                    OrgEndpoint::Sites(_) => "/v1/organizations/{organizationId}/sites/{siteId}",
-                    OrgEndpoint::Users(_) => "/v1/organizations/{organizationId}/users/{userId}",
-                    OrgEndpoint::Roles => collection,
-                }
-            }
-        }
-    }
-}
-
-impl Route {
-    /// The method the route answers.
+    /// The method the route is declared with (GET for a HEAD request).
     pub fn method(&self) -> Method {
-        use EnfEndpoint::*;
-        use MgmtEndpoint::*;
-        match self {
-            Route::Enf(PostEvents) => Method::POST,
-            Route::Enf(ListDomains) => Method::GET,
-            Route::Enf(DeleteDomainsWhere | DeleteDomainById(_) | DeleteDomainByName(_)) => {
-                Method::DELETE
-            }
-            Route::Mgmt(Provider { ep, .. }) => match ep {
-                ProviderEndpoint::Get => Method::GET,
-                ProviderEndpoint::Customers(i) => i.method(),
-            },
-            Route::Mgmt(Msp { ep, .. }) => ep.method(),
-            Route::Mgmt(Org { ep, .. }) => match ep {
-                OrgEndpoint::Networks(ReadDelete::List | ReadDelete::Get(_)) => Method::GET,
-                OrgEndpoint::Networks(ReadDelete::Delete(_)) => Method::DELETE,
-                OrgEndpoint::RoamingComputers(e) => e.method(),
-                OrgEndpoint::VirtualAppliances(e) => e.method(),
-                OrgEndpoint::InternalNetworks(i) | OrgEndpoint::Sites(i) => i.method(),
-                OrgEndpoint::Users(ReadCreateDelete::List | ReadCreateDelete::Get(_)) => {
-                    Method::GET
-                }
-                OrgEndpoint::Users(ReadCreateDelete::Create) => Method::POST,
-                OrgEndpoint::Users(ReadCreateDelete::Delete(_)) => Method::DELETE,
-                OrgEndpoint::Roles => Method::GET,
-            },
-            Route::Mgmt(Parasol { ep, .. }) => match ep {
-                ParasolEndpoint::Decision | ParasolEndpoint::AllowList(AllowListEndpoint::List) => {
-                    Method::GET
-                }
-                ParasolEndpoint::AllowList(AllowListEndpoint::Add) => Method::POST,
-                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => Method::DELETE,
-            },
-            Route::Own(_) => Method::GET,
-        }
+        self.row().verb.method()
     }
 
-    /// The route written back as a path that routes to it again: ids in decimal, names
-    /// percent-encoded byte by byte (so that a name never reads as an id or a separator), and an
-    /// id the router read as too large (-1) as such an id.
-    pub fn path(&self) -> String {
-        fn enc(s: &str) -> String {
-            s.bytes().map(|b| format!("%{b:02X}")).collect()
-        }
-        fn items(base: String, i: &Items) -> String {
-            match i {
-                Items::List | Items::Create => base,
-                Items::Get(id) | Items::Update(id) | Items::Delete(id) => format!("{base}/{id}"),
-            }
-        }
-        fn read_update_delete<Id>(
-            base: String,
-            r: &ReadUpdateDelete<Id>,
-            id: impl Fn(&Id) -> String,
-        ) -> String {
-            match r {
-                ReadUpdateDelete::List => base,
-                ReadUpdateDelete::Get(i)
-                | ReadUpdateDelete::Update(i)
-                | ReadUpdateDelete::Delete(i) => {
-                    format!("{base}/{}", id(i))
-                }
-            }
-        }
-        match self {
-            Route::Enf(e) => match e {
-                EnfEndpoint::PostEvents => "/1.0/events".into(),
-                EnfEndpoint::ListDomains | EnfEndpoint::DeleteDomainsWhere => "/1.0/domains".into(),
-                EnfEndpoint::DeleteDomainById(-1) => format!("/1.0/domains/{}", "9".repeat(20)),
-                EnfEndpoint::DeleteDomainById(id) => format!("/1.0/domains/{id}"),
-                EnfEndpoint::DeleteDomainByName(name) => format!("/1.0/domains/{}", enc(name)),
-            },
-            Route::Mgmt(MgmtEndpoint::Provider { sp, ep }) => match ep {
-                ProviderEndpoint::Get => format!("/v1/serviceproviders/{sp}"),
-                ProviderEndpoint::Customers(i) => {
-                    items(format!("/v1/serviceproviders/{sp}/customers"), i)
-                }
-            },
-            Route::Mgmt(MgmtEndpoint::Msp { msp, ep }) => {
-                items(format!("/v1/msps/{msp}/customers"), ep)
-            }
-            Route::Mgmt(MgmtEndpoint::Org { org, ep }) => {
-                let base = format!("/v1/organizations/{org}");
-                match ep {
-                    OrgEndpoint::Networks(r) => match r {
-                        ReadDelete::List => format!("{base}/networks"),
-                        ReadDelete::Get(id) | ReadDelete::Delete(id) => {
-                            format!("{base}/networks/{id}")
-                        }
-                    },
-                    OrgEndpoint::RoamingComputers(r) => {
-                        read_update_delete(format!("{base}/roamingcomputers"), r, |d| enc(d))
-                    }
-                    OrgEndpoint::InternalNetworks(i) => {
-                        items(format!("{base}/internalnetworks"), i)
-                    }
-                    OrgEndpoint::VirtualAppliances(r) => {
-                        read_update_delete(format!("{base}/virtualappliances"), r, |id| {
-                            id.to_string()
-                        })
-                    }
-                    OrgEndpoint::Sites(i) => items(format!("{base}/sites"), i),
-                    OrgEndpoint::Users(r) => match r {
-                        ReadCreateDelete::List | ReadCreateDelete::Create => {
-                            format!("{base}/users")
-                        }
-                        ReadCreateDelete::Get(id) | ReadCreateDelete::Delete(id) => {
-                            format!("{base}/users/{id}")
-                        }
-                    },
-                    OrgEndpoint::Roles => format!("{base}/roles"),
-                }
-            }
-            Route::Mgmt(MgmtEndpoint::Parasol { org, ep }) => {
-                let base = format!("/parasol/v1/organizations/{org}");
-                match ep {
-                    ParasolEndpoint::Decision => format!("{base}/decision"),
-                    ParasolEndpoint::AllowList(
-                        AllowListEndpoint::List | AllowListEndpoint::Add,
-                    ) => {
-                        format!("{base}/allowlist")
-                    }
-                    ParasolEndpoint::AllowList(AllowListEndpoint::Remove(name)) => {
-                        format!("{base}/allowlist/{}", enc(name))
-                    }
-                }
-            }
-            Route::Own(o) => match o {
-                OwnEndpoint::Healthz => "/healthz",
-                OwnEndpoint::Readyz => "/readyz",
-                OwnEndpoint::Metrics => "/metrics",
-                OwnEndpoint::OpenApi => "/openapi.yaml",
-            }
-            .into(),
-        }
-    }
-
-    /// A number for each kind of route (each leaf of the endpoint types), from 0 to
-    /// `ROUTE_KINDS - 1`. The match is exhaustive, so a new kind of endpoint does not compile
-    /// until it has a number here, and a test then wants it in `Route::every`. The metrics keep
-    /// their per-route counters in an array indexed by it.
-    pub fn kind(&self) -> usize {
-        use EnfEndpoint::*;
-        use MgmtEndpoint::*;
-        use OrgEndpoint::*;
-        match self {
-            Route::Enf(PostEvents) => 0,
-            Route::Enf(ListDomains) => 1,
-            Route::Enf(DeleteDomainsWhere) => 2,
-            Route::Enf(DeleteDomainById(_)) => 3,
-            Route::Enf(DeleteDomainByName(_)) => 4,
-            Route::Mgmt(Provider { ep, .. }) => match ep {
-                ProviderEndpoint::Get => 5,
-                ProviderEndpoint::Customers(i) => 6 + i.kind(),
-            },
-            Route::Mgmt(Msp { ep, .. }) => 11 + ep.kind(),
-            Route::Mgmt(Org { ep, .. }) => match ep {
-                Networks(ReadDelete::List) => 16,
-                Networks(ReadDelete::Get(_)) => 17,
-                Networks(ReadDelete::Delete(_)) => 18,
-                RoamingComputers(e) => 19 + e.kind(),
-                InternalNetworks(i) => 23 + i.kind(),
-                VirtualAppliances(e) => 28 + e.kind(),
-                Sites(i) => 32 + i.kind(),
-                Users(ReadCreateDelete::List) => 37,
-                Users(ReadCreateDelete::Create) => 38,
-                Users(ReadCreateDelete::Get(_)) => 39,
-                Users(ReadCreateDelete::Delete(_)) => 40,
-                Roles => 41,
-            },
-            Route::Mgmt(Parasol { ep, .. }) => match ep {
-                ParasolEndpoint::Decision => 42,
-                ParasolEndpoint::AllowList(AllowListEndpoint::List) => 43,
-                ParasolEndpoint::AllowList(AllowListEndpoint::Add) => 44,
-                ParasolEndpoint::AllowList(AllowListEndpoint::Remove(_)) => 45,
-            },
-            Route::Own(o) => match o {
-                OwnEndpoint::Healthz => 46,
-                OwnEndpoint::Readyz => 47,
-                OwnEndpoint::Metrics => 48,
-                OwnEndpoint::OpenApi => 49,
-            },
+    /// The interface whose shape the route's errors take.
+    pub fn interface(&self) -> Interface {
+        match self.endpoint {
+            Endpoint::Mgmt(_) => Interface::Management,
+            Endpoint::Enf(_) | Endpoint::Own(_) => Interface::Enforcement,
         }
     }
 
     /// The interface a route belongs to, as metrics and the access log name it.
     pub fn interface_name(&self) -> &'static str {
-        match self {
-            Route::Enf(_) => "enforcement",
-            Route::Mgmt(_) => "management",
-            Route::Own(_) => "parasol",
-        }
+        self.row().interface_name()
     }
 
-    /// One route of every kind, with sample parameters (for tests and the route list).
-    pub fn every() -> Vec<Route> {
-        use EnfEndpoint::*;
-        use MgmtEndpoint::*;
-        let items = [
-            Items::List,
-            Items::Create,
-            Items::Get(7),
-            Items::Update(7),
-            Items::Delete(7),
-        ];
-        let rud = |id| {
-            [
-                ReadUpdateDelete::List,
-                ReadUpdateDelete::Get(id),
-                ReadUpdateDelete::Update(id),
-                ReadUpdateDelete::Delete(id),
-            ]
-        };
-        let device = "0a0b0c0d".to_string();
-        let mut out = vec![
-            Route::Enf(PostEvents),
-            Route::Enf(ListDomains),
-            Route::Enf(DeleteDomainsWhere),
-            Route::Enf(DeleteDomainById(7)),
-            Route::Enf(DeleteDomainByName("www.example.com".into())),
-            Route::Mgmt(Provider {
-                sp: 7,
-                ep: ProviderEndpoint::Get,
-            }),
-        ];
-        let org = |ep| Route::Mgmt(Org { org: 7, ep });
-        for i in &items {
-            out.push(Route::Mgmt(Provider {
-                sp: 7,
-                ep: ProviderEndpoint::Customers(i.clone()),
-            }));
-            out.push(Route::Mgmt(Msp {
-                msp: 7,
-                ep: i.clone(),
-            }));
-            out.push(org(OrgEndpoint::InternalNetworks(i.clone())));
-            out.push(org(OrgEndpoint::Sites(i.clone())));
-        }
-        for e in [ReadDelete::List, ReadDelete::Get(7), ReadDelete::Delete(7)] {
-            out.push(org(OrgEndpoint::Networks(e)));
-        }
-        for e in [
-            ReadUpdateDelete::List,
-            ReadUpdateDelete::Get(device.clone()),
-            ReadUpdateDelete::Update(device.clone()),
-            ReadUpdateDelete::Delete(device),
-        ] {
-            out.push(org(OrgEndpoint::RoamingComputers(e)));
-        }
-        for e in rud(7) {
-            out.push(org(OrgEndpoint::VirtualAppliances(e)));
-        }
-        for e in [
-            ReadCreateDelete::List,
-            ReadCreateDelete::Create,
-            ReadCreateDelete::Get(7),
-            ReadCreateDelete::Delete(7),
-        ] {
-            out.push(org(OrgEndpoint::Users(e)));
-        }
-        out.push(org(OrgEndpoint::Roles));
-        for ep in [
-            ParasolEndpoint::Decision,
-            ParasolEndpoint::AllowList(AllowListEndpoint::List),
-            ParasolEndpoint::AllowList(AllowListEndpoint::Add),
-            ParasolEndpoint::AllowList(AllowListEndpoint::Remove("www.example.com".into())),
-        ] {
-            out.push(Route::Mgmt(Parasol { org: 7, ep }));
-        }
-        for o in [
-            OwnEndpoint::Healthz,
-            OwnEndpoint::Readyz,
-            OwnEndpoint::Metrics,
-            OwnEndpoint::OpenApi,
-        ] {
-            out.push(Route::Own(o));
-        }
-        out.sort_by_key(Route::kind);
-        out
+    /// The route written back as a path that routes to it again: its template with ids in
+    /// decimal, names percent-encoded byte by byte (so that a name never reads as an id or a
+    /// separator), and an id the router read as too large (-1) as such an id.
+    pub fn path(&self) -> String {
+        let mut params = self.params.0.iter().flatten();
+        self.template()
+            .split('/')
+            .map(|seg| {
+                if !seg.starts_with('{') {
+                    return seg.to_string();
+                }
+                match params.next() {
+                    Some(Param::Id(-1)) => "9".repeat(20),
+                    Some(Param::Id(id)) => id.to_string(),
+                    Some(Param::Name(s)) => s.bytes().map(|b| format!("%{b:02X}")).collect(),
+                    None => String::new(),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("/")
     }
 }
 
-/// How many kinds of route there are (see `Route::kind`).
-pub const ROUTE_KINDS: usize = 50;
+/// A concrete path for a template, with sample parameters.
+#[cfg(test)]
+pub(crate) fn sample_path(template: &str) -> String {
+    template
+        .split('/')
+        .map(|seg| match seg {
+            "{roamingComputerId}" => "0a0b0c0d",
+            "{name}" => "www.example.com",
+            s if s.starts_with('{') => "7",
+            s => s,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
 
-/// Every route the server answers: its method and path template, as the OpenAPI document lists
-/// them (routes that differ only in how they read a parameter share a template).
-pub fn routes() -> Vec<(Method, &'static str)> {
-    let mut out: Vec<(Method, &'static str)> = Route::every()
+/// One route of every kind, in kind order, with sample parameters.
+#[cfg(test)]
+pub(crate) fn every() -> Vec<Route> {
+    ROUTES
         .iter()
-        .map(|r| (r.method(), r.template()))
-        .collect();
-    out.dedup();
-    out
-}
-
-impl Items {
-    fn method(&self) -> Method {
-        match self {
-            Items::List | Items::Get(_) => Method::GET,
-            Items::Create => Method::POST,
-            Items::Update(_) => Method::PUT,
-            Items::Delete(_) => Method::DELETE,
-        }
-    }
-
-    fn kind(&self) -> usize {
-        match self {
-            Items::List => 0,
-            Items::Create => 1,
-            Items::Get(_) => 2,
-            Items::Update(_) => 3,
-            Items::Delete(_) => 4,
-        }
-    }
-}
-
-impl<Id> ReadUpdateDelete<Id> {
-    fn method(&self) -> Method {
-        match self {
-            ReadUpdateDelete::List | ReadUpdateDelete::Get(_) => Method::GET,
-            ReadUpdateDelete::Update(_) => Method::PUT,
-            ReadUpdateDelete::Delete(_) => Method::DELETE,
-        }
-    }
-
-    fn kind(&self) -> usize {
-        match self {
-            ReadUpdateDelete::List => 0,
-            ReadUpdateDelete::Get(_) => 1,
-            ReadUpdateDelete::Update(_) => 2,
-            ReadUpdateDelete::Delete(_) => 3,
-        }
-    }
+        .map(|r| route(&r.verb.method(), &sample_path(r.template)).unwrap())
+        .collect()
 }
 
 #[cfg(test)]
@@ -879,47 +591,47 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn r(m: Method, p: &str) -> Result<Route, RouteError> {
-        route(&m, p)
+    fn r(m: Method, p: &str) -> Result<Endpoint, RouteError> {
+        route(&m, p).map(|r| r.endpoint)
     }
 
     #[test]
     fn enforcement_routes() {
         assert_eq!(
             r(Method::POST, "/1.0/events"),
-            Ok(Route::Enf(EnfEndpoint::PostEvents))
+            Ok(Endpoint::Enf(EnfEndpoint::PostEvents))
         );
         assert_eq!(
             r(Method::POST, "/1.0/events/"),
-            Ok(Route::Enf(EnfEndpoint::PostEvents))
+            Ok(Endpoint::Enf(EnfEndpoint::PostEvents))
         );
         assert_eq!(
             r(Method::GET, "/1.0/domains"),
-            Ok(Route::Enf(EnfEndpoint::ListDomains))
+            Ok(Endpoint::Enf(EnfEndpoint::ListDomains))
         );
         assert_eq!(
             r(Method::DELETE, "/1.0/domains"),
-            Ok(Route::Enf(EnfEndpoint::DeleteDomainsWhere))
+            Ok(Endpoint::Enf(EnfEndpoint::DeleteDomainsWhere))
         );
         assert_eq!(
             r(Method::DELETE, "/1.0/domains/42"),
-            Ok(Route::Enf(EnfEndpoint::DeleteDomainById(42)))
+            Ok(Endpoint::Enf(EnfEndpoint::DeleteDomainById(42)))
         );
         assert_eq!(
             r(Method::DELETE, "/1.0/domains/www.example.com"),
-            Ok(Route::Enf(EnfEndpoint::DeleteDomainByName(
+            Ok(Endpoint::Enf(EnfEndpoint::DeleteDomainByName(
                 "www.example.com".into()
             )))
         );
         assert_eq!(
             r(Method::DELETE, "/1.0/domains/b%C3%BCcher.test"),
-            Ok(Route::Enf(EnfEndpoint::DeleteDomainByName(
+            Ok(Endpoint::Enf(EnfEndpoint::DeleteDomainByName(
                 "bücher.test".into()
             )))
         );
         assert_eq!(
             r(Method::DELETE, "/1.0/domains/99999999999999999999999"),
-            Ok(Route::Enf(EnfEndpoint::DeleteDomainById(-1)))
+            Ok(Endpoint::Enf(EnfEndpoint::DeleteDomainById(-1)))
         );
     }
 
@@ -932,7 +644,7 @@ mod tests {
         );
         assert_eq!(
             r(Method::PUT, "/1.0/domains"),
-            Err(RouteError::MethodNotAllowed(e, "GET, DELETE"))
+            Err(RouteError::MethodNotAllowed(e, "GET, HEAD, DELETE"))
         );
         assert_eq!(
             r(Method::GET, "/1.0/domains/5"),
@@ -963,10 +675,13 @@ mod tests {
             ("/metrics", OwnEndpoint::Metrics),
             ("/openapi.yaml", OwnEndpoint::OpenApi),
         ] {
-            assert_eq!(r(Method::GET, p), Ok(Route::Own(ep)), "{p}");
+            assert_eq!(r(Method::GET, p), Ok(Endpoint::Own(ep)), "{p}");
             assert_eq!(
                 r(Method::POST, p),
-                Err(RouteError::MethodNotAllowed(Interface::Enforcement, "GET"))
+                Err(RouteError::MethodNotAllowed(
+                    Interface::Enforcement,
+                    "GET, HEAD"
+                ))
             );
         }
         for p in ["/healthz/x", "/openapi.json", "/1.0/healthz", "/v1/metrics"] {
@@ -1044,47 +759,119 @@ mod tests {
             ),
         ];
         for (m, p, e) in cases {
-            assert_eq!(route(&m, p), Ok(Route::Mgmt(e)), "{m} {p}");
+            assert_eq!(r(m.clone(), p), Ok(Endpoint::Mgmt(e)), "{m} {p}");
         }
     }
 
-    /// A concrete path for a route: its template with the route's own sample parameters.
-    fn path_of(r: &Route) -> String {
-        match r {
-            Route::Enf(EnfEndpoint::DeleteDomainByName(name)) => format!("/1.0/domains/{name}"),
-            r => r
-                .template()
-                .split('/')
-                .map(|seg| match seg {
-                    "{roamingComputerId}" => "0a0b0c0d",
-                    "{name}" => "www.example.com",
-                    s if s.starts_with('{') => "7",
-                    s => s,
-                })
-                .collect::<Vec<_>>()
-                .join("/"),
-        }
-    }
-
-    /// `Route::every` holds one route of every kind (`Route::kind` is exhaustive, so a new kind
-    /// needs a number, and this wants it in the list), and each comes back from the router as
-    /// itself, under its own method and template.
+    /// Every row of the table routes: its sample path, under its method, comes back as that
+    /// row (its kind), and so does the route written back as a path; HEAD takes the GET rows.
     #[test]
-    fn every_kind_of_route_is_listed_and_round_trips() {
-        let every = Route::every();
-        let kinds: Vec<usize> = every.iter().map(Route::kind).collect();
-        assert_eq!(kinds, (0..ROUTE_KINDS).collect::<Vec<_>>());
-        for r in &every {
-            assert_eq!(route(&r.method(), &path_of(r)).as_ref(), Ok(r), "{r:?}");
+    fn every_row_routes_to_itself() {
+        let every = every();
+        assert_eq!(every.len(), ROUTE_KINDS);
+        for (kind, r) in every.iter().enumerate() {
+            assert_eq!(r.kind(), kind, "{r:?}");
+            let row = &ROUTES[kind];
+            assert_eq!(
+                (r.method(), r.template()),
+                (row.verb.method(), row.template)
+            );
             assert_eq!(route(&r.method(), &r.path()).as_ref(), Ok(r), "{r:?}");
+            if row.verb == Verb::Get {
+                assert_eq!(route(&Method::HEAD, &r.path()).as_ref(), Ok(r), "{r:?}");
+            }
+            // The interface named by the template is the one of the endpoint the row builds.
+            let named = match &r.endpoint {
+                Endpoint::Enf(_) => "enforcement",
+                Endpoint::Mgmt(_) => "management",
+                Endpoint::Own(_) => "parasol",
+            };
+            assert_eq!(r.interface_name(), named, "{r:?}");
         }
-        assert_eq!(routes().len(), 49, "one template for two kinds of delete");
+    }
+
+    /// A path matches one template at most, and the rows of one template are adjacent (the
+    /// router stops at the first row after the matched template's).
+    #[test]
+    fn templates_are_distinct_and_their_rows_adjacent() {
+        let mut seen: Vec<&str> = Vec::new();
+        for row in ROUTES {
+            if seen.last() != Some(&row.template) {
+                assert!(!seen.contains(&row.template), "{} is split", row.template);
+                seen.push(row.template);
+            }
+        }
+        for t in &seen {
+            let segs: Vec<String> = sample_path(t)
+                .split('/')
+                .skip(1)
+                .map(String::from)
+                .collect();
+            let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+            let matching: Vec<_> = seen
+                .iter()
+                .filter(|u| matches(u, &segs).is_some())
+                .collect();
+            assert_eq!(matching, [t], "{t}");
+        }
+        let methods: std::collections::BTreeSet<_> = routes().into_iter().collect();
+        assert_eq!(methods.len(), ROUTE_KINDS, "a (method, template) twice");
+    }
+
+    /// Each `Allow` text lists the methods of its bits.
+    #[test]
+    fn allow_texts_name_their_bits() {
+        for (bits, text) in ALLOW.iter().enumerate() {
+            let mut want = Vec::new();
+            for v in [Verb::Get, Verb::Post, Verb::Put, Verb::Delete] {
+                if bits & v.bit() != 0 {
+                    want.push(v.as_str());
+                    if v == Verb::Get {
+                        want.push("HEAD");
+                    }
+                }
+            }
+            assert_eq!(*text, want.join(", "));
+        }
+    }
+
+    #[test]
+    fn head_is_answered_wherever_get_is_and_nowhere_else() {
+        assert_eq!(
+            r(Method::HEAD, "/1.0/domains"),
+            Ok(Endpoint::Enf(EnfEndpoint::ListDomains))
+        );
+        assert_eq!(
+            r(Method::HEAD, "/healthz"),
+            Ok(Endpoint::Own(OwnEndpoint::Healthz))
+        );
+        assert_eq!(
+            r(Method::HEAD, "/1.0/events"),
+            Err(RouteError::MethodNotAllowed(Interface::Enforcement, "POST"))
+        );
+        assert_eq!(
+            r(
+                Method::HEAD,
+                "/parasol/v1/organizations/3/allowlist/x.example"
+            ),
+            Err(RouteError::MethodNotAllowed(
+                Interface::Management,
+                "DELETE"
+            ))
+        );
+        assert_eq!(
+            r(Method::OPTIONS, "/1.0/domains"),
+            Err(RouteError::MethodNotAllowed(
+                Interface::Enforcement,
+                "GET, HEAD, DELETE"
+            ))
+        );
     }
 
     #[test]
     fn parasol_routes_are_management_routes_of_an_organization() {
         use AllowListEndpoint::*;
-        let p = |org, ep| Ok(Route::Mgmt(MgmtEndpoint::Parasol { org, ep }));
+        let p = |org, ep| Ok(Endpoint::Mgmt(MgmtEndpoint::Parasol { org, ep }));
         assert_eq!(
             r(Method::GET, "/parasol/v1/organizations/3/decision"),
             p(3, ParasolEndpoint::Decision)
@@ -1103,11 +890,11 @@ mod tests {
         let m = Interface::Management;
         assert_eq!(
             r(Method::POST, "/parasol/v1/organizations/3/decision"),
-            Err(RouteError::MethodNotAllowed(m, "GET"))
+            Err(RouteError::MethodNotAllowed(m, "GET, HEAD"))
         );
         assert_eq!(
             r(Method::PUT, "/parasol/v1/organizations/3/allowlist"),
-            Err(RouteError::MethodNotAllowed(m, "GET, POST"))
+            Err(RouteError::MethodNotAllowed(m, "GET, HEAD, POST"))
         );
         assert_eq!(
             r(
@@ -1136,15 +923,15 @@ mod tests {
         let m = Interface::Management;
         assert_eq!(
             r(Method::POST, "/v1/serviceproviders/1"),
-            Err(RouteError::MethodNotAllowed(m, "GET"))
+            Err(RouteError::MethodNotAllowed(m, "GET, HEAD"))
         );
         assert_eq!(
             r(Method::PUT, "/v1/organizations/1/users/2"),
-            Err(RouteError::MethodNotAllowed(m, "GET, DELETE"))
+            Err(RouteError::MethodNotAllowed(m, "GET, HEAD, DELETE"))
         );
         assert_eq!(
             r(Method::POST, "/v1/organizations/1/roles"),
-            Err(RouteError::MethodNotAllowed(m, "GET"))
+            Err(RouteError::MethodNotAllowed(m, "GET, HEAD"))
         );
         for p in [
             "/v1",

@@ -29,7 +29,7 @@ use crate::http::{Body, Query};
 use crate::ids::{RequestId, X_REQUEST_ID};
 use crate::metrics::{ConnRefusal, RouteSlot, UNMATCHED};
 use crate::reputation::ReputationHandle;
-use crate::router::{self, EnfEndpoint, Interface, OwnEndpoint, Route, RouteError};
+use crate::router::{self, Endpoint, EnfEndpoint, Interface, OwnEndpoint, Route, RouteError};
 use crate::slots::{Phase, SlotGuard, Slots};
 use crate::state::{AppState, RequestCtx};
 use crate::store::{Store, StoreError};
@@ -398,10 +398,10 @@ enum Listener {
 
 /// Whether `listener` serves `route`; a route it does not serve is answered as an unknown path.
 fn serves(listener: Listener, metrics_elsewhere: bool, route: &Route) -> bool {
-    match (listener, route) {
-        (Listener::Metrics, Route::Own(o)) => o != &OwnEndpoint::OpenApi,
+    match (listener, &route.endpoint) {
+        (Listener::Metrics, Endpoint::Own(o)) => o != &OwnEndpoint::OpenApi,
         (Listener::Metrics, _) => false,
-        (Listener::Main, Route::Own(OwnEndpoint::Metrics)) => !metrics_elsewhere,
+        (Listener::Main, Endpoint::Own(OwnEndpoint::Metrics)) => !metrics_elsewhere,
         (Listener::Main, _) => true,
     }
 }
@@ -569,8 +569,7 @@ fn head_size<B>(req: &Request<B>) -> usize {
 
 fn iface_of(route: &Result<Route, RouteError>) -> Interface {
     match route {
-        Ok(Route::Enf(_) | Route::Own(_)) => Interface::Enforcement,
-        Ok(Route::Mgmt(_)) => Interface::Management,
+        Ok(r) => r.interface(),
         Err(RouteError::NotFound(i)) | Err(RouteError::MethodNotAllowed(i, _)) => *i,
     }
 }
@@ -618,11 +617,11 @@ impl hyper::body::Body for ChargedBody {
 /// What reading a request's body and parsing it may take, as a multiple of its length: the
 /// charge asked of the memory budget (see `budget`).
 fn memory_factor(route: &Route) -> usize {
-    match route {
-        Route::Enf(EnfEndpoint::PostEvents) => crate::enforcement::event::MEMORY_FACTOR,
-        Route::Enf(_) => crate::budget::PLAIN_FACTOR,
-        Route::Mgmt(_) => crate::json::MEMORY_FACTOR,
-        Route::Own(_) => crate::budget::PLAIN_FACTOR,
+    match route.endpoint {
+        Endpoint::Enf(EnfEndpoint::PostEvents) => crate::enforcement::event::MEMORY_FACTOR,
+        Endpoint::Enf(_) => crate::budget::PLAIN_FACTOR,
+        Endpoint::Mgmt(_) => crate::json::MEMORY_FACTOR,
+        Endpoint::Own(_) => crate::budget::PLAIN_FACTOR,
     }
 }
 
@@ -902,10 +901,10 @@ async fn respond(
         headers: parts.headers,
         tx_id: tx_id.to_string(),
     };
-    let mut res = match route {
-        Route::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,
-        Route::Mgmt(ep) => crate::management::handle(state, ep, &ctx, body).await,
-        Route::Own(ep) => crate::own::handle(state, ep).await,
+    let mut res = match route.endpoint {
+        Endpoint::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,
+        Endpoint::Mgmt(ep) => crate::management::handle(state, ep, &ctx, body).await,
+        Endpoint::Own(ep) => crate::own::handle(state, ep).await,
     };
     // What is left of the charge follows the answer until it is written: as much as its body.
     if charge.bytes() > 0 {

@@ -25,7 +25,7 @@ pub struct AppState {
     /// `--cloud-limits`.
     pub rate: crate::ratelimit::RateLimiter,
     /// Pages of the domain lists served since the database last changed.
-    pub pages: crate::enforcement::page_cache::PageCache,
+    pub pages: crate::page_cache::PageCache,
     /// Where large event batches are validated.
     pub bulk: crate::bulk::BulkPool,
     /// What `/metrics` reports of requests, events and connections.
@@ -64,11 +64,5 @@ pub struct RequestCtx {
 /// small allocations on several threads, that kept memory would otherwise set the process's
 /// resident size for good.
 pub fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    tokio::task::spawn_blocking(|| {
-        // SAFETY: malloc_trim only returns free memory to the system.
-        unsafe {
-            libc::malloc_trim(0);
-        }
-    });
+    crate::trim::in_background();
 }

@@ -9,9 +9,17 @@ pub fn now() -> i64 {
 
 /// `2026-11-22T10:00:00Z` for an epoch second (clamped to the representable range).
 pub fn rfc3339(epoch: i64) -> String {
+    let mut s = date_time(epoch);
+    s.push('Z');
+    s
+}
+
+/// `2026-11-22T10:00:00`, UTC without the zone letter (as the access log writes it), for an
+/// epoch second (clamped to the representable range).
+pub fn date_time(epoch: i64) -> String {
     let t = OffsetDateTime::from_unix_timestamp(epoch).unwrap_or(OffsetDateTime::UNIX_EPOCH);
     format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
         t.year(),
         u8::from(t.month()),
         t.day(),

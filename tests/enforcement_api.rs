@@ -196,6 +196,45 @@ async fn alternative_spellings_and_unknown_fields() {
     );
 }
 
+/// decisions.md: `null` means absent, for one spelling of a two-spelling field too: `null`
+/// under one spelling beside a string under the other is accepted (openapi.yaml declares the
+/// four fields nullable: tests/openapi_routes.rs), and `null` under both is "is required".
+#[tokio::test]
+async fn null_under_one_spelling_is_absent() {
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    for (n, (field, other)) in [
+        ("deviceId", "deviceID"),
+        ("deviceID", "deviceId"),
+        ("dstUrl", "dstURL"),
+        ("dstURL", "dstUrl"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut e = event(&format!("null{n}.example"));
+        let o = e.as_object_mut().unwrap();
+        let sent = if field.starts_with("device") {
+            "deviceId"
+        } else {
+            "dstUrl"
+        };
+        let value = o.remove(sent).unwrap();
+        o.insert(field.into(), Value::Null);
+        o.insert(other.into(), value);
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_eq!(
+            r.status,
+            202,
+            "{field}: null, {other}: a string: {}",
+            r.text()
+        );
+        e.as_object_mut().unwrap().insert(other.into(), Value::Null);
+        let r = s.post_json(&events_path(&key), &e).await;
+        assert_enf_error(&r, 400, "BadRequestError");
+    }
+}
+
 #[tokio::test]
 async fn required_fields_types_and_fixed_values() {
     let s = TestServer::start().await;
@@ -955,6 +994,43 @@ async fn paging_meta_links_and_limits() {
     let _ = org;
 }
 
+/// A page whose offset (`(page - 1) * limit`) passes 2^63 is past the end like any other: 200,
+/// empty, no next link. It once wrapped to a negative offset, which SQLite reads as 0, and came
+/// back with page 1's domains and a `next` link to a page number the server refuses.
+#[tokio::test]
+async fn a_page_whose_offset_passes_two_to_the_63_is_past_the_end() {
+    let s = TestServer::start_with(|_| {}).await;
+    let (_, key) = s.create_org("a");
+    let batch: Vec<Value> = (0..5).map(|i| event(&format!("d{i}.example"))).collect();
+    assert_eq!(
+        s.post_json(&events_path(&key), &Value::Array(batch))
+            .await
+            .status,
+        202
+    );
+    for (page, limit) in [
+        ("46116860184273881", 200),
+        ("9223372036854775807", 2),
+        ("9223372036854775807", 1),
+        ("4611686018427387905", 2),
+    ] {
+        let r = s
+            .get(&format!("{}&page={page}&limit={limit}", domains_path(&key)))
+            .await;
+        assert_eq!(r.status, 200, "page {page}, limit {limit}");
+        let b = r.json();
+        assert_eq!(b["data"], json!([]), "page {page}, limit {limit}");
+        assert_eq!(b["meta"]["next"], false, "page {page}, limit {limit}");
+        assert_eq!(b["meta"]["page"].to_string(), page);
+        assert_eq!(b["meta"]["limit"], limit);
+    }
+    // One past the largest page number is refused, as before.
+    let r = s
+        .get(&format!("{}&page=9223372036854775808", domains_path(&key)))
+        .await;
+    assert_enf_error(&r, 400, "BadRequestError");
+}
+
 /// decisions.md: without `--public-url`, links are built from the request's Host and the
 /// listener's scheme; a Host that is not a plausible host[:port] is not echoed.
 #[tokio::test]
@@ -1303,8 +1379,8 @@ async fn unknown_routes_and_wrong_methods() {
     }
     for (m, p, allow) in [
         ("GET", events_path(&key), "POST"),
-        ("PUT", domains_path(&key), "GET, DELETE"),
-        ("POST", domains_path(&key), "GET, DELETE"),
+        ("PUT", domains_path(&key), "GET, HEAD, DELETE"),
+        ("POST", domains_path(&key), "GET, HEAD, DELETE"),
         ("GET", format!("/1.0/domains/1?customerKey={key}"), "DELETE"),
     ] {
         let r = s.request(m, &p, &[], None).await;

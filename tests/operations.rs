@@ -307,6 +307,130 @@ fn header_in<'a>(head: &'a str, name: &str) -> Option<&'a str> {
 
 // ------------------------------------------------------------------ health and the document
 
+/// RFC 9110, section 9.1: HEAD is answered wherever GET is, with GET's status and headers and
+/// no body, and `Allow` names it. Read from the socket, so that a body sent after the head
+/// would show. Once answered 405 (`Allow: GET`) on every one of these paths.
+#[tokio::test]
+async fn head_is_answered_wherever_get_is_with_gets_status_and_headers_and_no_body() {
+    use tokio::io::AsyncWriteExt;
+    let s = TestServer::start().await;
+    let (_, key) = s.create_org("a");
+    assert_eq!(
+        s.post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &json!([event("www.example.com")])
+        )
+        .await
+        .status,
+        202
+    );
+    let w = s.world();
+    let auth = w.lone_org_cred.auth();
+    let org = w.lone_org;
+    let cases: Vec<(String, Option<&str>)> = vec![
+        ("/healthz".into(), None),
+        ("/readyz".into(), None),
+        ("/openapi.yaml".into(), None),
+        (format!("/1.0/domains?customerKey={key}"), None),
+        // An error answered to GET is answered to HEAD alike.
+        ("/1.0/domains?customerKey=nope".into(), None),
+        (
+            format!("/v1/organizations/{org}/sites"),
+            Some(auth.as_str()),
+        ),
+        (format!("/v1/organizations/{org}/roles"), None),
+        (
+            format!("/parasol/v1/organizations/{org}/allowlist"),
+            Some(auth.as_str()),
+        ),
+    ];
+    // Headers that differ between any two answers.
+    let varying = ["date", "x-request-id"];
+    for (path, auth) in &cases {
+        let extra: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", *a)).collect();
+        let get = s.request("GET", path, &extra, None).await;
+        let mut io = s.connect().await.unwrap();
+        let auth_line = auth.map_or(String::new(), |a| format!("Authorization: {a}\r\n"));
+        let req = format!(
+            "HEAD {path} HTTP/1.1\r\nHost: {}\r\n{auth_line}Connection: close\r\n\r\n",
+            s.addr
+        );
+        io.write_all(req.as_bytes()).await.unwrap();
+        // Up to the server's close: everything it sent.
+        let answer = read_response(&mut io).await;
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert_eq!(body, "", "HEAD {path} sent a body");
+        let mut lines = head.lines();
+        let status = lines.next().unwrap();
+        assert!(
+            status.starts_with(&format!("HTTP/1.1 {} ", get.status)),
+            "HEAD {path}: {status}, GET: {}",
+            get.status
+        );
+        let mut head_headers: Vec<(String, String)> = lines
+            .map(|l| {
+                let (k, v) = l.split_once(": ").unwrap();
+                (k.to_ascii_lowercase(), v.to_string())
+            })
+            .filter(|(k, _)| !varying.contains(&k.as_str()) && k != "connection")
+            .collect();
+        head_headers.sort();
+        let mut get_headers: Vec<(String, String)> = get
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+            .filter(|(k, _)| !varying.contains(&k.as_str()) && k != "connection")
+            .collect();
+        get_headers.sort();
+        assert_eq!(head_headers, get_headers, "HEAD {path}");
+        assert!(
+            get_headers.contains(&("content-length".into(), get.body.len().to_string())),
+            "GET {path}: {get_headers:?}"
+        );
+    }
+    // /metrics too (its body changes with every request, its headers do not).
+    let r = s.request("HEAD", "/metrics", &[], None).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"");
+    assert_eq!(
+        r.header("content-type"),
+        s.get("/metrics").await.header("content-type")
+    );
+    // Where GET is not allowed, neither is HEAD; every `Allow` with GET names HEAD.
+    for (path, allow) in [
+        (format!("/1.0/events?customerKey={key}"), "POST"),
+        (format!("/1.0/domains/1?customerKey={key}"), "DELETE"),
+    ] {
+        let r = s.request("HEAD", &path, &[], None).await;
+        assert_eq!((r.status, r.header("allow")), (405, Some(allow)), "{path}");
+    }
+    for (m, path, allow) in [
+        ("POST", "/readyz".to_string(), "GET, HEAD"),
+        (
+            "PUT",
+            format!("/1.0/domains?customerKey={key}"),
+            "GET, HEAD, DELETE",
+        ),
+        (
+            "PATCH",
+            format!("/v1/organizations/{org}/sites/1"),
+            "GET, HEAD, PUT, DELETE",
+        ),
+        (
+            "PUT",
+            format!("/parasol/v1/organizations/{org}/allowlist"),
+            "GET, HEAD, POST",
+        ),
+    ] {
+        let r = s.request(m, &path, &[], None).await;
+        assert_eq!(
+            (r.status, r.header("allow")),
+            (405, Some(allow)),
+            "{m} {path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn own_paths_answer_without_credentials_and_errors_take_the_enforcement_shape() {
     let s = TestServer::start().await;
@@ -326,7 +450,7 @@ async fn own_paths_answer_without_credentials_and_errors_take_the_enforcement_sh
     );
     let r = s.post_json("/healthz", &json!({})).await;
     assert_eq!(r.status, 405);
-    assert_eq!(r.header("allow"), Some("GET"));
+    assert_eq!(r.header("allow"), Some("GET, HEAD"));
     assert_eq!(
         r.json(),
         json!({"code": "MethodNotAllowed", "message": "Method not allowed", "statusCode": 405})

@@ -76,23 +76,6 @@ fn is_host_name(name: &str) -> bool {
     labels >= 2 && !last.iter().all(u8::is_ascii_digit)
 }
 
-/// The name and its parents down to (not including) the bare top-level label:
-/// `a.b.example.com` yields itself, `b.example.com`, `example.com`.
-pub fn self_and_parents(name: &str) -> impl Iterator<Item = &str> {
-    let mut rest = Some(name);
-    std::iter::from_fn(move || {
-        let current = rest?;
-        // Stop once only a single label would remain.
-        match crate::http::cut(current, b'.') {
-            (_, Some(parent)) => {
-                rest = parent.bytes().any(|c| c == b'.').then_some(parent);
-                Some(current)
-            }
-            (_, None) => None,
-        }
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,15 +151,6 @@ mod tests {
         assert!(normalize(&n253).is_ok());
         // A trailing dot does not count against the 253.
         assert!(normalize(&format!("{n253}.")).is_ok());
-    }
-
-    #[test]
-    fn parents_stop_before_the_tld() {
-        let v: Vec<&str> = self_and_parents("a.b.example.com").collect();
-        assert_eq!(v, ["a.b.example.com", "b.example.com", "example.com"]);
-        let v: Vec<&str> = self_and_parents("example.com").collect();
-        assert_eq!(v, ["example.com"]);
-        assert_eq!(self_and_parents("com").count(), 0);
     }
 
     proptest! {

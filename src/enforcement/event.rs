@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use serde_json::{Map, Value};
 
 use super::domain::{self, DomainError};
+pub use crate::error::FieldError;
 use crate::json::Duplicate;
 
 /// Entries of an `errors` map past which only each bad element's first problem is listed: every
@@ -57,28 +58,6 @@ pub enum EventsError {
     Malformed(String),
     /// One or more fields are missing or invalid, in order.
     Fields(Vec<FieldError>),
-}
-
-/// One problem of a refused body: a field of one element, named by the spelling the client sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldError {
-    /// The element's position in an array body; `None` for a body that is one event object.
-    pub index: Option<u32>,
-    /// The field as sent; empty when the element itself is wrong (not an object). A repeated
-    /// member inside a field's value is named by its path (`vendorExtra.hits[2].name`).
-    pub field: Cow<'static, str>,
-    pub problem: &'static str,
-}
-
-/// Displays as the entry's key in the `errors` map: `dstDomain`, `[3].dstDomain` or `[3]`.
-impl std::fmt::Display for FieldError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match (self.index, &*self.field) {
-            (Some(i), "") => write!(f, "[{i}]"),
-            (Some(i), field) => write!(f, "[{i}].{field}"),
-            (None, field) => f.write_str(field),
-        }
-    }
 }
 
 /// A field's alternative spelling and the problem named when both are sent with different values.

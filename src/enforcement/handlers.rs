@@ -14,7 +14,7 @@ use crate::store::{CustomerKey, Ingest, Ingested, PreparedBatch, PreparedEvent};
 
 use super::domain::normalize;
 use super::event::{validate_events, EventsError};
-use super::page_cache::CachedPage;
+use crate::page_cache::CachedPage;
 
 /// Default and largest page size of GET /1.0/domains.
 pub const MAX_PAGE_LIMIT: u64 = 200;
@@ -305,7 +305,8 @@ async fn list_domains(state: &AppState, ctx: &RequestCtx) -> Result<Response<Bod
         } else {
             Link::None(false)
         },
-        next: if listing.more {
+        // A page number is at most i64::MAX (`paging`): no link to one beyond it.
+        next: if listing.more && page < i64::MAX as u64 {
             link(page + 1)
         } else {
             Link::None(false)

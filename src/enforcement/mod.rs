@@ -4,4 +4,3 @@
 pub mod domain;
 pub mod event;
 pub mod handlers;
-pub mod page_cache;

@@ -491,11 +491,7 @@ impl FileWriter {
 /// next burst of requests 20-40% of its rate (`parasol-bench --compare-exports`: in windows of
 /// 6 batches, once the list passed 100,000 names), spent faulting memory back in.
 fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    crate::trim::malloc_trim();
 }
 
 /// The file thread's state.

@@ -3,7 +3,7 @@
 //! store's own syncs of its files took; and what it can tell of its storage at a glance
 //! (`StorageStats`). An engine fills in what applies to it; the server's `/metrics` reads it.
 
-use crate::metrics::Histogram;
+use crate::histogram::Histogram;
 
 /// Upper bounds of writes per committed transaction (group commit).
 const GROUP_SIZES: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256];

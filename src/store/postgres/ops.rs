@@ -7,7 +7,7 @@ use std::time::Instant;
 use tokio_postgres::Row;
 
 use super::{classify, Db, Postgres};
-use crate::enforcement::domain::self_and_parents;
+use crate::names::self_and_parents;
 use crate::store::*;
 use crate::timefmt::rfc3339;
 

@@ -6,7 +6,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use crate::enforcement::domain::self_and_parents;
+use crate::names::self_and_parents;
 use crate::store::model::*;
 use crate::store::Result;
 

@@ -289,7 +289,12 @@ pub fn list_page(
     page: u64,
     limit: u64,
 ) -> Result<(Vec<DomainEntry>, bool)> {
-    let Some(offset) = page.checked_sub(1).and_then(|p| p.checked_mul(limit)) else {
+    // An offset SQLite cannot take (it reads a negative OFFSET as 0) is past every entry.
+    let Some(offset) = page
+        .checked_sub(1)
+        .and_then(|p| p.checked_mul(limit))
+        .filter(|o| i64::try_from(*o).is_ok())
+    else {
         return Ok((Vec::new(), false));
     };
     let (start_seq, skip) = if offset == 0 {
