@@ -9,7 +9,8 @@
 //! - an outcome that cannot be settled within `settle_for` is a 503 that says it is unknown;
 //! - `/readyz` follows the database, with no client write: 503 within seconds of it stopping,
 //!   200 again within seconds of it starting;
-//! - the node follows a failover by itself through the multi-host URL.
+//! - the node follows a failover by itself through the multi-host URL;
+//! - a database that refuses the node's connections is a 503 with Retry-After, never a 500.
 
 mod common;
 
@@ -356,5 +357,58 @@ async fn a_failover_loses_no_202_and_the_node_follows_the_new_primary() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert!(batches_naming(&standby, "after.example") >= 1);
+    s.stop().await;
+}
+
+/// Defect: while PostgreSQL refused the node's connections with SQLSTATE 55000 ("database is
+/// not currently accepting connections"), events and the domain list were answered 500 without
+/// Retry-After (every SQLSTATE not listed was internal). Here the database stops taking
+/// connections and the node's sessions are ended: reads and writes are 503 with Retry-After,
+/// `/readyz` 503; once connections are allowed again the node takes writes by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_database_refusing_connections_is_503_with_retry_after_never_500() {
+    if skipped() {
+        return;
+    }
+    let pg = Cluster::start("primary").unwrap();
+    pg.sql("CREATE DATABASE parasol");
+    let s = server_on(pg.url().replace("/postgres?", "/parasol?")).await;
+    let (_, key) = s.create_org("refused");
+    assert_eq!(post_one(&s, &key, "before.example").await.status, 202);
+    pg.sql("ALTER DATABASE parasol ALLOW_CONNECTIONS false");
+    pg.sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'parasol'");
+    for r in [
+        post_one(&s, &key, "refused.example").await,
+        s.get(&format!("/1.0/domains?customerKey={key}")).await,
+    ] {
+        assert_eq!(r.status, 503, "{}", r.text());
+        assert!(
+            r.header("retry-after").is_some(),
+            "a 503 without Retry-After"
+        );
+    }
+    let r = readyz_within(
+        &s,
+        503,
+        "/readyz to answer 503 while connections are refused",
+    )
+    .await;
+    assert_eq!(r.json()["reason"], "disconnected", "{}", r.text());
+    pg.sql("ALTER DATABASE parasol ALLOW_CONNECTIONS true");
+    readyz_within(
+        &s,
+        200,
+        "/readyz to answer 200 with connections allowed again",
+    )
+    .await;
+    assert_eq!(post_one(&s, &key, "after.example").await.status, 202);
+    let r = s.get(&format!("/1.0/domains?customerKey={key}")).await;
+    let names: Vec<String> = r.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names, ["before.example", "after.example"]);
     s.stop().await;
 }

@@ -421,6 +421,43 @@ async fn a_newer_schema_is_refused_and_errors_never_show_the_password() {
 }
 
 /// A connection to a test database by URL, for the one statement a test needs.
+/// A database of schema version 5 (before `commit_tokens`) is upgraded by the first node that
+/// starts on it, and every write then carries its commit token.
+#[tokio::test]
+async fn a_version_5_database_is_upgraded_and_its_writes_carry_commit_tokens() {
+    if !on_postgres() {
+        eprintln!("skipped: needs PostgreSQL (PARASOL_TEST_POSTGRES)");
+        return;
+    }
+    let dir = TempDir::new();
+    cli_init(dir.path());
+    let url = database_for(dir.path()).unwrap();
+    // Version 6 is version 5 and the table of commit tokens.
+    TestServerDb(url.clone())
+        .execute("DROP TABLE commit_tokens; UPDATE parasol_schema SET version = 5");
+    let s = TestServer::start_in(TempDir::new(), {
+        let url = url.clone();
+        move |c| c.database = Some(url)
+    })
+    .await;
+    // Writes insert their token: without the table they fail (500).
+    let (_, key) = s.create_org("upgraded");
+    assert_eq!(post_one(&s, &key).await, 202);
+    let r = s
+        .delete(&format!("/1.0/domains/upgraded.example?customerKey={key}"))
+        .await;
+    assert_eq!(r.status, 204);
+    assert_eq!(TestServerDb(url.clone()).version(), 6);
+    s.stop().await;
+}
+
+async fn post_one(s: &TestServer, key: &str) -> u16 {
+    let body = serde_json::Value::Array(vec![event("upgraded.example")]);
+    s.post_json(&format!("/1.0/events?customerKey={key}"), &body)
+        .await
+        .status
+}
+
 struct TestServerDb(String);
 
 impl TestServerDb {
@@ -434,6 +471,24 @@ impl TestServerDb {
             client.batch_execute(&sql).await.unwrap();
             drop(client);
             let _ = task.await;
+        })
+    }
+
+    /// The schema version.
+    fn version(&self) -> i32 {
+        let url = self.0.clone();
+        run(async move {
+            let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            let task = tokio::spawn(conn);
+            let row = client
+                .query_one("SELECT version FROM parasol_schema", &[])
+                .await
+                .unwrap();
+            drop(client);
+            let _ = task.await;
+            row.get(0)
         })
     }
 }

@@ -366,7 +366,9 @@ pub struct Postgres {
 struct Inner {
     pool: Pool,
     url: String,
-    /// The client's TLS set-up, kept to cancel a statement (`Postgres::cancel`).
+    /// The client's configuration and TLS set-up, for the connections of settles (`settle`)
+    /// and to cancel a statement (`cancel`).
+    config: tokio_postgres::Config,
     tls: tokio_postgres_rustls::MakeRustlsConnect,
     /// How long a lost commit answer is settled for (`SETTLE_FOR`, `settle_for=`).
     settle_for: Duration,
@@ -418,6 +420,7 @@ impl Postgres {
             inner: Arc::new(Inner {
                 pool,
                 url: parsed.redacted.clone(),
+                config: parsed.config.clone(),
                 tls: tls.clone(),
                 settle_for: parsed.settle_for,
                 clients: AtomicUsize::new(0),
@@ -596,7 +599,8 @@ impl Postgres {
         committed
     }
 
-    /// Learns the outcome of a commit whose answer was lost, on new connections, for as long as
+    /// Learns the outcome of a commit whose answer was lost, on new connections (made for it,
+    /// following the URL's servers to the one that takes writes), for as long as
     /// `settle_for` allows: true if it was stored, false if it was not. `claim` tries to insert
     /// the commit's own row again (its key in `params`) and returns the row as it then is: the
     /// insert waits for the original transaction if it is still in progress (a backend still
@@ -624,36 +628,41 @@ impl Postgres {
             if left.is_zero() {
                 break;
             }
-            let db = match tokio::time::timeout(left, self.db()).await {
-                Ok(Ok(db)) => db,
+            // A connection of its own, made now: not one of the pool's, which may be a stale
+            // one to a server that is gone or no longer the primary.
+            let connected =
+                tokio::time::timeout(left, self.inner.config.connect(self.inner.tls.clone())).await;
+            let client = match connected {
+                Ok(Ok((client, connection))) => {
+                    tokio::spawn(connection);
+                    client
+                }
                 Ok(Err(e)) => {
-                    last = Some(e);
+                    last = Some(classify(e));
                     tokio::time::sleep(left.min(SETTLE_PAUSE)).await;
                     continue;
                 }
                 Err(_) => break,
             };
             let attempt = async {
-                db.batch("BEGIN").await?;
-                let stored = mine(&db.one(claim, params).await?);
-                db.batch(if stored { "COMMIT" } else { "ROLLBACK" }).await?;
-                Ok::<_, StoreError>(stored)
+                client.batch_execute("BEGIN").await?;
+                let stored = mine(&client.query_one(claim, params).await?);
+                client
+                    .batch_execute(if stored { "COMMIT" } else { "ROLLBACK" })
+                    .await?;
+                Ok::<_, tokio_postgres::Error>(stored)
             };
+            let left = until.saturating_duration_since(std::time::Instant::now());
             let outcome = tokio::time::timeout(left, attempt).await;
-            match outcome {
+            match outcome.map(|r| r.map_err(classify)) {
                 Ok(Ok(stored)) => return Ok(stored),
                 Ok(Err(e)) if e.is_unavailable() => {
-                    db.discard();
                     last = Some(e);
                     tokio::time::sleep(left.min(SETTLE_PAUSE)).await;
                 }
-                Ok(Err(e)) => {
-                    db.discard();
-                    return Err(e);
-                }
+                Ok(Err(e)) => return Err(e),
                 Err(_) => {
-                    self.cancel(&db).await;
-                    db.discard();
+                    cancel(&client, &self.inner.tls).await;
                     break;
                 }
             }
@@ -669,17 +678,6 @@ impl Postgres {
                 self.inner.settle_for.as_secs()
             ),
         ))
-    }
-
-    /// Asks the server to cancel the statement `db` is running (a settle that ran out of time,
-    /// still waiting for a lock or the synchronous standby).
-    async fn cancel(&self, db: &Db) {
-        let token = db.client().cancel_token();
-        let cancelled =
-            tokio::time::timeout(CONNECT_TIMEOUT, token.cancel_query(self.inner.tls.clone())).await;
-        if !matches!(cancelled, Ok(Ok(()))) {
-            log::debug!("cannot cancel a statement of a settle that ran out of time");
-        }
     }
 
     /// `write` for organization `org`'s data: the organization's row is held (FOR KEY SHARE)
@@ -752,6 +750,16 @@ impl Postgres {
             Err(e) => self.inner.health.fault(e),
         }
         r
+    }
+}
+
+/// Asks the server to cancel the statement `client` is running (a settle or a probe that ran out
+/// of time, still waiting for a lock or the synchronous standby).
+async fn cancel(client: &tokio_postgres::Client, tls: &tokio_postgres_rustls::MakeRustlsConnect) {
+    let token = client.cancel_token();
+    let cancelled = tokio::time::timeout(CONNECT_TIMEOUT, token.cancel_query(tls.clone())).await;
+    if !matches!(cancelled, Ok(Ok(()))) {
+        log::debug!("cannot cancel a statement that ran out of time");
     }
 }
 
@@ -835,11 +843,7 @@ async fn probe(
             Ok(Err(e)) => StoreError::fault(FaultKind::Disconnected, e.to_string()),
             Err(_) => {
                 if let Some(c) = &client {
-                    let _ = tokio::time::timeout(
-                        CONNECT_TIMEOUT,
-                        c.cancel_token().cancel_query(tls.clone()),
-                    )
-                    .await;
+                    cancel(c, &tls).await;
                 }
                 StoreError::fault(
                     FaultKind::Busy,

@@ -869,8 +869,9 @@ enum Try {
 
 impl Postgres {
     /// One try of an ingest: BEGIN and the statement sent together (one round trip), then the
-    /// commit. A commit whose answer was lost with the connection is settled by looking for the
-    /// request's row on a new connection: a 202 always means stored, a 503 (almost always) not.
+    /// commit. A commit whose answer was lost is settled through the request's row (`stored`):
+    /// a 202 always means stored (on the synchronous standby too), a 503 not stored, unless it
+    /// says that the outcome is unknown.
     async fn ingest_once(
         &self,
         request: &Ingest,

@@ -147,14 +147,18 @@ pub fn fault_kind(e: &rusqlite::Error) -> Option<FaultKind> {
     }
 }
 
-/// SQLite's errors become store errors here and nowhere else: storage faults are `Unavailable`
-/// (503, retry later), everything else `Internal` (500).
+/// SQLite's errors become store errors here and nowhere else, through the classes both engines
+/// share (`ErrorClass`): storage faults are `Unavailable` (503, retry later), everything else
+/// `Internal` (500). (A constraint SQLite refuses is a bug here: with one writer, the operations
+/// check every rule before they write.)
 impl From<rusqlite::Error> for StoreError {
     fn from(e: rusqlite::Error) -> Self {
-        match fault_kind(&e) {
-            Some(kind) => StoreError::fault(kind, e.to_string()),
-            None => StoreError::Internal(e.to_string()),
-        }
+        fault_kind(&e)
+            .map_or(
+                crate::store::ErrorClass::Internal,
+                crate::store::ErrorClass::Unavailable,
+            )
+            .error(e.to_string())
     }
 }
 
