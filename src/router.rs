@@ -12,6 +12,7 @@
 //! HEAD is answered wherever GET is, as GET (RFC 9110, section 9.1; the server sends no body).
 
 use hyper::Method;
+use percent_encoding::percent_encode_byte;
 
 use crate::http::{cut, percent_decode};
 
@@ -553,7 +554,7 @@ impl Route {
                 match params.next() {
                     Some(Param::Id(-1)) => "9".repeat(20),
                     Some(Param::Id(id)) => id.to_string(),
-                    Some(Param::Name(s)) => s.bytes().map(|b| format!("%{b:02X}")).collect(),
+                    Some(Param::Name(s)) => s.bytes().map(percent_encode_byte).collect(),
                     None => String::new(),
                 }
             })
