@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode, Uri};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
 /// The body type of every response.
 pub type Body = Full<Bytes>;
@@ -41,7 +42,15 @@ pub fn no_content() -> Response<Body> {
     res
 }
 
-/// Decodes `%XX` escapes. `None` if an escape is malformed or the result is not UTF-8.
+/// The bytes a query value keeps as they are: RFC 3986's unreserved characters.
+const QUERY_VALUE: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Decodes `%XX` escapes; an escape that is not one (`%zz`, a `%` at the end) is kept as sent,
+/// as URL parsers do. `None` if the result is not UTF-8.
 pub fn percent_decode(s: &str) -> Option<String> {
     decode(s, false).map(Cow::into_owned)
 }
@@ -49,53 +58,19 @@ pub fn percent_decode(s: &str) -> Option<String> {
 /// Decodes `s` (with `plus_is_space`, a query-string component: `+` is a space), borrowing it
 /// when it holds nothing to decode. `None` as for `percent_decode`.
 fn decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
-    if !s.bytes().any(|c| c == b'%' || plus_is_space && c == b'+') {
-        return Some(Cow::Borrowed(s));
+    if plus_is_space && s.contains('+') {
+        let spaced = s.replace('+', " ");
+        return percent_decode_str(&spaced)
+            .decode_utf8()
+            .ok()
+            .map(|d| Cow::Owned(d.into_owned()));
     }
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' => {
-                let hi = hex(*b.get(i + 1)?)?;
-                let lo = hex(*b.get(i + 2)?)?;
-                out.push(hi << 4 | lo);
-                i += 3;
-            }
-            b'+' if plus_is_space => {
-                out.push(b' ');
-                i += 1;
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok().map(Cow::Owned)
-}
-
-fn hex(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
+    percent_decode_str(s).decode_utf8().ok()
 }
 
 /// Percent-encodes a query value (everything but unreserved characters).
 pub fn query_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for &c in s.as_bytes() {
-        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
-            out.push(c as char);
-        } else {
-            out.push_str(&format!("%{c:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(s, QUERY_VALUE).to_string()
 }
 
 /// A request's query string: `(name, value)` pairs in order, decoded as they are looked up (a
@@ -167,10 +142,14 @@ mod tests {
         assert_eq!(percent_decode("b%C3%BCcher").as_deref(), Some("bücher"));
         assert_eq!(percent_decode("a+b").as_deref(), Some("a+b"));
         assert_eq!(decode("a+b", true).as_deref(), Some("a b"));
-        assert_eq!(percent_decode("%"), None);
-        assert_eq!(percent_decode("%4"), None);
-        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%").as_deref(), Some("%"));
+        assert_eq!(percent_decode("%4").as_deref(), Some("%4"));
+        assert_eq!(percent_decode("%zz%41").as_deref(), Some("%zzA"));
         assert_eq!(percent_decode("%FF"), None);
+        assert!(matches!(
+            decode("plain", true),
+            Some(Cow::Borrowed("plain"))
+        ));
     }
 
     fn query(q: &str) -> Query {
@@ -214,6 +193,7 @@ mod tests {
     #[test]
     fn encodes() {
         assert_eq!(query_encode("a b/ü"), "a%20b%2F%C3%BC");
+        assert_eq!(query_encode("A-z.0_9~+&="), "A-z.0_9~%2B%26%3D");
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! HEAD is answered wherever GET is, as GET (RFC 9110, section 9.1; the server sends no body).
 
 use hyper::Method;
+use percent_encoding::percent_encode_byte;
 
 use crate::http::{cut, percent_decode};
 
@@ -553,7 +554,7 @@ impl Route {
                 match params.next() {
                     Some(Param::Id(-1)) => "9".repeat(20),
                     Some(Param::Id(id)) => id.to_string(),
-                    Some(Param::Name(s)) => s.bytes().map(|b| format!("%{b:02X}")).collect(),
+                    Some(Param::Name(s)) => s.bytes().map(percent_encode_byte).collect(),
                     None => String::new(),
                 }
             })
@@ -562,15 +563,17 @@ impl Route {
     }
 }
 
-/// A concrete path for a template, with sample parameters.
+/// A concrete path for a template, with sample parameters: names as themselves, the ids of the
+/// first and second parameters 7 and 8.
 #[cfg(test)]
 pub(crate) fn sample_path(template: &str) -> String {
+    let mut ids = ["7", "8"].into_iter();
     template
         .split('/')
         .map(|seg| match seg {
             "{roamingComputerId}" => "0a0b0c0d",
             "{name}" => "www.example.com",
-            s if s.starts_with('{') => "7",
+            s if s.starts_with('{') => ids.next().unwrap_or("9"),
             s => s,
         })
         .collect::<Vec<_>>()
@@ -779,6 +782,19 @@ mod tests {
             assert_eq!(route(&r.method(), &r.path()).as_ref(), Ok(r), "{r:?}");
             if row.verb == Verb::Get {
                 assert_eq!(route(&Method::HEAD, &r.path()).as_ref(), Ok(r), "{r:?}");
+            }
+            // The endpoint holds each parameter, read by its kind into its place: no id read
+            // from a name (-1), no name from an id (""), no parameter left out or swapped.
+            let built = format!("{:?}", r.endpoint);
+            assert!(!built.contains("-1") && !built.contains("\"\""), "{built}");
+            let sample = sample_path(row.template);
+            for (t, s) in row.template.split('/').zip(sample.split('/')) {
+                if t.starts_with('{') {
+                    assert!(built.contains(s), "{s} not in {built}");
+                }
+            }
+            if sample.split('/').any(|seg| seg == "8") {
+                assert!(built.find('7') < built.find('8'), "{built}");
             }
             // The interface named by the template is the one of the endpoint the row builds.
             let named = match &r.endpoint {

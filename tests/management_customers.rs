@@ -1064,14 +1064,14 @@ async fn unknown_routes_and_methods_in_the_management_shape() {
         assert_mgmt_error(&r, 404, "");
     }
     for (m, p, allow) in [
-        ("POST", sp(w.sp), "GET"),
-        ("DELETE", sp_customers(&w), "GET, POST"),
+        ("POST", sp(w.sp), "GET, HEAD"),
+        ("DELETE", sp_customers(&w), "GET, HEAD, POST"),
         (
             "PATCH",
             format!("{}/1", sp_customers(&w)),
-            "GET, PUT, DELETE",
+            "GET, HEAD, PUT, DELETE",
         ),
-        ("POST", "/v1/organizations/1/roles".to_string(), "GET"),
+        ("POST", "/v1/organizations/1/roles".to_string(), "GET, HEAD"),
     ] {
         // Route and method come before credentials.
         let r = s.request(m, &p, &[], None).await;

@@ -307,10 +307,10 @@ async fn credentials_and_scopes_are_the_management_interfaces() {
         )
         .await;
     assert_mgmt_error(&r, 405, "Method not allowed");
-    assert_eq!(r.header("allow"), Some("GET, POST"));
+    assert_eq!(r.header("allow"), Some("GET, HEAD, POST"));
     let r = s
         .mgmt("DELETE", &decision(org, "x.example"), cred, None)
         .await;
     assert_eq!(r.status, 405);
-    assert_eq!(r.header("allow"), Some("GET"));
+    assert_eq!(r.header("allow"), Some("GET, HEAD"));
 }

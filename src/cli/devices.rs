@@ -3,16 +3,12 @@
 //! has no create endpoint for them. Input is validated by the management interface's own code
 //! and each command prints the record as the interface returns it.
 
-use std::path::PathBuf;
-
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::org_resources::{delete_item, OrgItem, OrgItems};
 use super::tenants::to_flag_message;
-use super::{
-    all_pages, default_data_dir, no, no_flag, printed, require_org, store_err, with_store,
-};
+use super::{all_pages, no, no_flag, printed, require_org, store_err, with_store};
 use crate::error::MgmtError;
 use crate::management::appliances::{appliance_input, STATE_MEMBERS};
 use crate::management::networks::network_input;
@@ -35,38 +31,33 @@ pub enum NetworkAction {
     Delete(OrgItem),
 }
 
-/// Register a network; prints its record (originId is the networkId).
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "register")]
-pub struct NetworkRegister {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// network name
-    #[argh(option)]
-    pub name: String,
-    /// the network's IPv4 address
-    #[argh(option)]
-    pub ip_address: String,
-    /// prefix length, 29 to 32 (default 32)
-    #[argh(option, default = "32")]
-    pub prefix_length: i64,
-    /// status: OPEN or CLOSED (default OPEN)
-    #[argh(option, default = "String::from(\"OPEN\")")]
-    pub status: String,
-    /// the address is dynamic
-    #[argh(switch)]
-    pub dynamic: bool,
-    /// the network is verified
-    #[argh(switch)]
-    pub verified: bool,
+store_command! {
+    /// Register a network; prints its record (originId is the networkId).
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "register")]
+    pub struct NetworkRegister {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// network name
+        #[argh(option)]
+        pub name: String,
+        /// the network's IPv4 address
+        #[argh(option)]
+        pub ip_address: String,
+        /// prefix length, 29 to 32 (default 32)
+        #[argh(option, default = "32")]
+        pub prefix_length: i64,
+        /// status: OPEN or CLOSED (default OPEN)
+        #[argh(option, default = "String::from(\"OPEN\")")]
+        pub status: String,
+        /// the address is dynamic
+        #[argh(switch)]
+        pub dynamic: bool,
+        /// the network is verified
+        #[argh(switch)]
+        pub verified: bool,
+    }
 }
 
 /// Roaming computers of an organization.
@@ -86,72 +77,62 @@ pub enum RoamingAction {
     Delete(RoamingDelete),
 }
 
-/// Delete a roaming computer; prints it as it was.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "delete")]
-pub struct RoamingDelete {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// the computer's device id
-    #[argh(option)]
-    pub device_id: String,
+store_command! {
+    /// Delete a roaming computer; prints it as it was.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "delete")]
+    pub struct RoamingDelete {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// the computer's device id
+        #[argh(option)]
+        pub device_id: String,
+    }
 }
 
-/// Register a roaming computer; prints its record.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "register")]
-pub struct RoamingRegister {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// computer name
-    #[argh(option)]
-    pub name: String,
-    /// device id, 8 to 64 hex digits (default: 16 random ones)
-    #[argh(option)]
-    pub device_id: Option<String>,
-    /// roaming or anyconnect (default roaming)
-    #[argh(option, default = "String::from(\"roaming\")")]
-    pub r#type: String,
-    /// status: Off, Open, Transparent, Encrypted, VA, Network, Disabled or Uninstalled (default Off)
-    #[argh(option, default = "String::from(\"Off\")")]
-    pub status: String,
-    /// status of the last sync (free text, e.g. success)
-    #[argh(option)]
-    pub last_sync_status: Option<String>,
-    /// time of the last sync, RFC 3339 (default: never synced)
-    #[argh(option)]
-    pub last_sync: Option<String>,
-    /// applied policy id
-    #[argh(option)]
-    pub applied_bundle: Option<i64>,
-    /// IP-layer enforcement is on
-    #[argh(switch)]
-    pub ip_blocking: bool,
-    /// client version
-    #[argh(option)]
-    pub version: Option<String>,
-    /// operating system version
-    #[argh(option)]
-    pub os_version: Option<String>,
-    /// operating system name
-    #[argh(option)]
-    pub os_version_name: Option<String>,
+store_command! {
+    /// Register a roaming computer; prints its record.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "register")]
+    pub struct RoamingRegister {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// computer name
+        #[argh(option)]
+        pub name: String,
+        /// device id, 8 to 64 hex digits (default: 16 random ones)
+        #[argh(option)]
+        pub device_id: Option<String>,
+        /// roaming or anyconnect (default roaming)
+        #[argh(option, default = "String::from(\"roaming\")")]
+        pub r#type: String,
+        /// status: Off, Open, Transparent, Encrypted, VA, Network, Disabled or Uninstalled (default Off)
+        #[argh(option, default = "String::from(\"Off\")")]
+        pub status: String,
+        /// status of the last sync (free text, e.g. success)
+        #[argh(option)]
+        pub last_sync_status: Option<String>,
+        /// time of the last sync, RFC 3339 (default: never synced)
+        #[argh(option)]
+        pub last_sync: Option<String>,
+        /// applied policy id
+        #[argh(option)]
+        pub applied_bundle: Option<i64>,
+        /// IP-layer enforcement is on
+        #[argh(switch)]
+        pub ip_blocking: bool,
+        /// client version
+        #[argh(option)]
+        pub version: Option<String>,
+        /// operating system version
+        #[argh(option)]
+        pub os_version: Option<String>,
+        /// operating system name
+        #[argh(option)]
+        pub os_version_name: Option<String>,
+    }
 }
 
 /// Virtual appliances of an organization.
@@ -171,66 +152,61 @@ pub enum VaAction {
     Delete(OrgItem),
 }
 
-/// Register a virtual appliance on a site; prints its record (originId is the
-/// virtualApplianceId).
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "register")]
-pub struct VaRegister {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// appliance name
-    #[argh(option)]
-    pub name: String,
-    /// site id (default: the organization's default site)
-    #[argh(option)]
-    pub site_id: Option<i64>,
-    /// an upgrade to the latest appliance version is available
-    #[argh(switch)]
-    pub upgradable: bool,
-    /// type (default virtual_appliance)
-    #[argh(option, default = "String::from(\"virtual_appliance\")")]
-    pub r#type: String,
-    /// health (default okay)
-    #[argh(option, default = "String::from(\"okay\")")]
-    pub health: String,
-    /// a state member as NAME=VALUE (repeatable); members not given are "yes"
-    #[argh(option)]
-    pub state: Vec<String>,
-    /// internal IPv4 address (repeatable)
-    #[argh(option)]
-    pub internal_ip: Vec<String>,
-    /// external IPv4 address
-    #[argh(option)]
-    pub external_ip: Option<String>,
-    /// host type, e.g. VMware or Hyper-V
-    #[argh(option)]
-    pub host_type: Option<String>,
-    /// uptime in seconds
-    #[argh(option)]
-    pub uptime: Option<i64>,
-    /// dnscrypt is enabled
-    #[argh(switch)]
-    pub dnscrypt: bool,
-    /// appliance version
-    #[argh(option)]
-    pub version: Option<String>,
-    /// error of the last upgrade
-    #[argh(option)]
-    pub upgrade_error: Option<String>,
-    /// local domain (repeatable)
-    #[argh(option)]
-    pub domain: Vec<String>,
-    /// time of the last sync, RFC 3339 (default: now)
-    #[argh(option)]
-    pub last_sync_time: Option<String>,
+store_command! {
+    /// Register a virtual appliance on a site; prints its record (originId is the
+    /// virtualApplianceId).
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "register")]
+    pub struct VaRegister {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// appliance name
+        #[argh(option)]
+        pub name: String,
+        /// site id (default: the organization's default site)
+        #[argh(option)]
+        pub site_id: Option<i64>,
+        /// an upgrade to the latest appliance version is available
+        #[argh(switch)]
+        pub upgradable: bool,
+        /// type (default virtual_appliance)
+        #[argh(option, default = "String::from(\"virtual_appliance\")")]
+        pub r#type: String,
+        /// health (default okay)
+        #[argh(option, default = "String::from(\"okay\")")]
+        pub health: String,
+        /// a state member as NAME=VALUE (repeatable); members not given are "yes"
+        #[argh(option)]
+        pub state: Vec<String>,
+        /// internal IPv4 address (repeatable)
+        #[argh(option)]
+        pub internal_ip: Vec<String>,
+        /// external IPv4 address
+        #[argh(option)]
+        pub external_ip: Option<String>,
+        /// host type, e.g. VMware or Hyper-V
+        #[argh(option)]
+        pub host_type: Option<String>,
+        /// uptime in seconds
+        #[argh(option)]
+        pub uptime: Option<i64>,
+        /// dnscrypt is enabled
+        #[argh(switch)]
+        pub dnscrypt: bool,
+        /// appliance version
+        #[argh(option)]
+        pub version: Option<String>,
+        /// error of the last upgrade
+        #[argh(option)]
+        pub upgrade_error: Option<String>,
+        /// local domain (repeatable)
+        #[argh(option)]
+        pub domain: Vec<String>,
+        /// time of the last sync, RFC 3339 (default: now)
+        #[argh(option)]
+        pub last_sync_time: Option<String>,
+    }
 }
 
 /// Turns an API validation message into the flag's spelling (`prefixLength must ...` becomes

@@ -2,27 +2,19 @@
 //! the provisioning commands can prepare tenants and keys before the server runs. The other
 //! commands never create a database: a mistyped `--data-dir` is an error, not a new empty one.
 
-use std::path::PathBuf;
-
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
-use super::default_data_dir;
 use crate::store::sqlite::migrate::SCHEMA_VERSION;
 use crate::store::{OpenRole, Store};
 
-/// Create the data directory and an empty database, or with --database the Parasol schema in an
-/// existing PostgreSQL database (idempotent).
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "init")]
-pub struct InitCmd {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
+store_command! {
+    /// Create the data directory and an empty database, or with --database the Parasol schema in an
+    /// existing PostgreSQL database (idempotent).
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "init")]
+    pub struct InitCmd {
+    }
 }
 
 pub fn init(cmd: InitCmd) -> Result<Value, String> {

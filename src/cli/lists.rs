@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
-use super::{default_data_dir, no, store_err, with_store};
+use super::{no, store_err, with_store};
 use crate::enforcement::domain::normalize;
 use crate::export::files::write_atomically;
 use crate::export::formats::{self, Format};
@@ -28,58 +28,43 @@ pub enum AllowAction {
     List(AllowList),
 }
 
-/// Add a name (and everything below it) to the allow list.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "add")]
-pub struct AllowEdit {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// domain name (normalised like dstDomain: IDN to punycode, lower case)
-    #[argh(option)]
-    pub name: String,
+store_command! {
+    /// Add a name (and everything below it) to the allow list.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "add")]
+    pub struct AllowEdit {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// domain name (normalised like dstDomain: IDN to punycode, lower case)
+        #[argh(option)]
+        pub name: String,
+    }
 }
 
-/// Remove a name from the allow list.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "remove")]
-pub struct AllowRemove {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// domain name
-    #[argh(option)]
-    pub name: String,
+store_command! {
+    /// Remove a name from the allow list.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "remove")]
+    pub struct AllowRemove {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// domain name
+        #[argh(option)]
+        pub name: String,
+    }
 }
 
-/// List the allow list.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct AllowList {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
+store_command! {
+    /// List the allow list.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct AllowList {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+    }
 }
 
 /// A customer's effective block list (domain list minus allow list).
@@ -97,49 +82,39 @@ pub enum BlocklistAction {
     Check(Check),
 }
 
-/// Export the effective block list once: `plain` (one name a line), `hosts` (0.0.0.0 name), `rpz`
-/// (a response-policy zone), `unbound` (local-zone lines) or `dnsmasq` (server= lines); the last
-/// three block each name with its subdomains and let allow-listed names under them through.
-/// `parasol serve --export-dir` keeps such files current by itself.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "export")]
-pub struct Export {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// plain, hosts, rpz, unbound or dnsmasq (default plain)
-    #[argh(option, default = "String::from(\"plain\")")]
-    pub format: String,
-    /// write the list to this file (replaced atomically); without it the names are printed in
-    /// the JSON output
-    #[argh(option)]
-    pub output: Option<PathBuf>,
+store_command! {
+    /// Export the effective block list once: `plain` (one name a line), `hosts` (0.0.0.0 name), `rpz`
+    /// (a response-policy zone), `unbound` (local-zone lines) or `dnsmasq` (server= lines); the last
+    /// three block each name with its subdomains and let allow-listed names under them through.
+    /// `parasol serve --export-dir` keeps such files current by itself.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "export")]
+    pub struct Export {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// plain, hosts, rpz, unbound or dnsmasq (default plain)
+        #[argh(option, default = "String::from(\"plain\")")]
+        pub format: String,
+        /// write the list to this file (replaced atomically); without it the names are printed in
+        /// the JSON output
+        #[argh(option)]
+        pub output: Option<PathBuf>,
+    }
 }
 
-/// Tell whether a name is blocked for the organization, and by which entries.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "check")]
-pub struct Check {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// domain name
-    #[argh(option)]
-    pub name: String,
+store_command! {
+    /// Tell whether a name is blocked for the organization, and by which entries.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "check")]
+    pub struct Check {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// domain name
+        #[argh(option)]
+        pub name: String,
+    }
 }
 
 fn name_arg(name: &str) -> Result<String, String> {

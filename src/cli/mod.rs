@@ -2,6 +2,26 @@
 //! command prints JSON on standard output; a failure prints `{"error": "..."}` on standard error
 //! and exits with status 1.
 
+/// Declares a command's arguments with the store options first: `--data-dir` and `--database`,
+/// written here once for every command that opens the store the same way (argh has no
+/// flattening of a shared struct). `parasol serve`, `backup` and `restore`, whose options mean
+/// something more, declare their own.
+macro_rules! store_command {
+    ($(#[$meta:meta])* pub struct $name:ident { $($fields:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            /// data directory (default ./parasol-data)
+            #[argh(option, default = "crate::cli::default_data_dir()")]
+            pub data_dir: std::path::PathBuf,
+            /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
+            /// data directory's SQLite database
+            #[argh(option)]
+            pub database: Option<String>,
+            $($fields)*
+        }
+    };
+}
+
 mod backup;
 mod completions;
 mod devices;

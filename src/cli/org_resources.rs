@@ -3,15 +3,12 @@
 //! functions), so the command line accepts exactly what the API accepts; errors name the flag.
 
 use std::io::BufRead;
-use std::path::PathBuf;
 
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Map, Value};
 
 use super::tenants::to_flag_message;
-use super::{
-    all_pages, default_data_dir, no, no_flag, printed, require_org, store_err, with_store,
-};
+use super::{all_pages, no, no_flag, printed, require_org, store_err, with_store};
 use crate::error::MgmtError;
 use crate::management::internal_networks::internal_network_input;
 use crate::management::sites::site_input;
@@ -37,39 +34,29 @@ fn store_refusal(org: i64) -> impl FnOnce(StoreError) -> String {
     }
 }
 
-/// The options of a command that lists an organization's items.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct OrgItems {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
+store_command! {
+    /// The options of a command that lists an organization's items.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct OrgItems {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+    }
 }
 
-/// The options of a command that deletes one of an organization's items by its id.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "delete")]
-pub struct OrgItem {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// the item's id
-    #[argh(option)]
-    pub id: i64,
+store_command! {
+    /// The options of a command that deletes one of an organization's items by its id.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "delete")]
+    pub struct OrgItem {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// the item's id
+        #[argh(option)]
+        pub id: i64,
+    }
 }
 
 /// Deletes one of an organization's items and prints it as it was: "no organization 7" when the
@@ -119,23 +106,18 @@ pub enum SiteAction {
     Delete(OrgItem),
 }
 
-/// Create a site; prints it as the management interface shows it.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct SiteCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// site name
-    #[argh(option)]
-    pub name: String,
+store_command! {
+    /// Create a site; prints it as the management interface shows it.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct SiteCreate {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// site name
+        #[argh(option)]
+        pub name: String,
+    }
 }
 
 pub fn site(cmd: SiteCmd) -> Result<Value, String> {
@@ -179,32 +161,27 @@ pub enum InternalNetworkAction {
     Delete(OrgItem),
 }
 
-/// Create an internal network; prints it as the management interface shows it.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct InternalNetworkCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// network name (label)
-    #[argh(option)]
-    pub name: String,
-    /// IPv4 address of the network
-    #[argh(option)]
-    pub ip_address: String,
-    /// prefix length, 8 to 32
-    #[argh(option)]
-    pub prefix_length: i64,
-    /// site id (default: the organization's default site)
-    #[argh(option)]
-    pub site_id: Option<i64>,
+store_command! {
+    /// Create an internal network; prints it as the management interface shows it.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct InternalNetworkCreate {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// network name (label)
+        #[argh(option)]
+        pub name: String,
+        /// IPv4 address of the network
+        #[argh(option)]
+        pub ip_address: String,
+        /// prefix length, 8 to 32
+        #[argh(option)]
+        pub prefix_length: i64,
+        /// site id (default: the organization's default site)
+        #[argh(option)]
+        pub site_id: Option<i64>,
+    }
 }
 
 pub fn internal_network(cmd: InternalNetworkCmd) -> Result<Value, String> {
@@ -270,41 +247,36 @@ pub enum UserAction {
     Delete(OrgItem),
 }
 
-/// Create a user; prints it as the management interface shows it (never the password).
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct UserCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
-    /// first name
-    #[argh(option)]
-    pub firstname: String,
-    /// last name
-    #[argh(option)]
-    pub lastname: String,
-    /// e-mail address (unique in the organization, ignoring case)
-    #[argh(option)]
-    pub email: String,
-    /// role id, 1 to 6 (default 1, Full Admin)
-    #[argh(option, default = "1")]
-    pub role_id: i64,
-    /// IANA time zone name (default UTC)
-    #[argh(option, default = "String::from(\"UTC\")")]
-    pub timezone: String,
-    /// password (visible to other local users in the process list; prefer --password-stdin)
-    #[argh(option)]
-    pub password: Option<String>,
-    /// read the password from the first line of standard input
-    #[argh(switch)]
-    pub password_stdin: bool,
+store_command! {
+    /// Create a user; prints it as the management interface shows it (never the password).
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct UserCreate {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+        /// first name
+        #[argh(option)]
+        pub firstname: String,
+        /// last name
+        #[argh(option)]
+        pub lastname: String,
+        /// e-mail address (unique in the organization, ignoring case)
+        #[argh(option)]
+        pub email: String,
+        /// role id, 1 to 6 (default 1, Full Admin)
+        #[argh(option, default = "1")]
+        pub role_id: i64,
+        /// IANA time zone name (default UTC)
+        #[argh(option, default = "String::from(\"UTC\")")]
+        pub timezone: String,
+        /// password (visible to other local users in the process list; prefer --password-stdin)
+        #[argh(option)]
+        pub password: Option<String>,
+        /// read the password from the first line of standard input
+        #[argh(switch)]
+        pub password_stdin: bool,
+    }
 }
 
 pub fn user(cmd: UserCmd) -> Result<Value, String> {
@@ -382,17 +354,12 @@ pub enum PackageAction {
     List(PackageList),
 }
 
-/// List the packages with their ids.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct PackageList {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
+store_command! {
+    /// List the packages with their ids.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct PackageList {
+    }
 }
 
 pub fn package(cmd: PackageCmd) -> Result<Value, String> {

@@ -1,12 +1,10 @@
 //! Provisioning of tenants and their credentials: service providers, MSPs, organizations,
 //! enforcement customer keys and management API credentials.
 
-use std::path::PathBuf;
-
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
-use super::{default_data_dir, no, no_flag, printed, store_err, with_store};
+use super::{no, no_flag, printed, store_err, with_store};
 use crate::management::customers::{customer_input, package_ids};
 use crate::management::msp_customers::msp_customer_input;
 use crate::store::{NewServiceProvider, Parent, Scope, StoreError};
@@ -28,33 +26,23 @@ pub enum ProviderAction {
     Delete(ProviderDelete),
 }
 
-/// List the service providers with their customer counts.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct ProviderList {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
+store_command! {
+    /// List the service providers with their customer counts.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct ProviderList {
+    }
 }
 
-/// Delete a service provider that has no customers left, with its credentials.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "delete")]
-pub struct ProviderDelete {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// service provider id
-    #[argh(option)]
-    pub id: i64,
+store_command! {
+    /// Delete a service provider that has no customers left, with its credentials.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "delete")]
+    pub struct ProviderDelete {
+        /// service provider id
+        #[argh(option)]
+        pub id: i64,
+    }
 }
 
 /// A provider's or MSP's deletion in the command line's words.
@@ -66,32 +54,27 @@ fn delete_parent_err(kind: &'static str, id: i64) -> impl FnOnce(StoreError) -> 
     }
 }
 
-/// Create a service provider; prints its id and record.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct ProviderCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// provider name
-    #[argh(option)]
-    pub name: String,
-    /// subscribed package id (see `parasol package list`)
-    #[argh(option, default = "2")]
-    pub package_id: i64,
-    /// seats allocated (default 100)
-    #[argh(option, default = "100")]
-    pub seats: i64,
-    /// rebilling time, RFC 3339 (default: in 30 days)
-    #[argh(option)]
-    pub rebill_at: Option<String>,
-    /// subscription end, RFC 3339 (default: in one year)
-    #[argh(option)]
-    pub expires_at: Option<String>,
+store_command! {
+    /// Create a service provider; prints its id and record.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct ProviderCreate {
+        /// provider name
+        #[argh(option)]
+        pub name: String,
+        /// subscribed package id (see `parasol package list`)
+        #[argh(option, default = "2")]
+        pub package_id: i64,
+        /// seats allocated (default 100)
+        #[argh(option, default = "100")]
+        pub seats: i64,
+        /// rebilling time, RFC 3339 (default: in 30 days)
+        #[argh(option)]
+        pub rebill_at: Option<String>,
+        /// subscription end, RFC 3339 (default: in one year)
+        #[argh(option)]
+        pub expires_at: Option<String>,
+    }
 }
 
 fn time_arg(name: &str, v: &Option<String>, default: i64) -> Result<i64, String> {
@@ -175,49 +158,34 @@ pub enum MspAction {
     Delete(MspDelete),
 }
 
-/// List the MSPs with their customer counts.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct MspList {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
+store_command! {
+    /// List the MSPs with their customer counts.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct MspList {
+    }
 }
 
-/// Delete an MSP that has no customers left, with its credentials.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "delete")]
-pub struct MspDelete {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// MSP id
-    #[argh(option)]
-    pub id: i64,
+store_command! {
+    /// Delete an MSP that has no customers left, with its credentials.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "delete")]
+    pub struct MspDelete {
+        /// MSP id
+        #[argh(option)]
+        pub id: i64,
+    }
 }
 
-/// Create an MSP; prints its id.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct MspCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// MSP name
-    #[argh(option)]
-    pub name: String,
+store_command! {
+    /// Create an MSP; prints its id.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct MspCreate {
+        /// MSP name
+        #[argh(option)]
+        pub name: String,
+    }
 }
 
 pub fn msp(cmd: MspCmd) -> Result<Value, String> {
@@ -267,88 +235,73 @@ pub enum OrgAction {
     Delete(OrgDelete),
 }
 
-/// List the organizations with their parents.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct OrgList {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
+store_command! {
+    /// List the organizations with their parents.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct OrgList {
+    }
 }
 
-/// Create an organization with its default site and customer key.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct OrgCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization (customer) name
-    #[argh(option)]
-    pub name: String,
-    /// make it a customer of this service provider
-    #[argh(option)]
-    pub provider: Option<i64>,
-    /// make it a customer of this MSP
-    #[argh(option)]
-    pub msp: Option<i64>,
-    /// seats (default 10)
-    #[argh(option, default = "10")]
-    pub seats: i64,
-    /// package id for a service provider's customer (default: the provider's package)
-    #[argh(option)]
-    pub package_id: Option<i64>,
-    /// street address (required for a service provider's customer)
-    #[argh(option)]
-    pub street_address: Option<String>,
-    /// second address line
-    #[argh(option)]
-    pub street_address2: Option<String>,
-    /// city (required for a service provider's customer)
-    #[argh(option)]
-    pub city: Option<String>,
-    /// state or region (required for a service provider's customer)
-    #[argh(option)]
-    pub state: Option<String>,
-    /// two-letter country code (default US)
-    #[argh(option, default = "String::from(\"US\")")]
-    pub country_code: String,
-    /// postal code
-    #[argh(option)]
-    pub zip_code: Option<String>,
-    /// deal id
-    #[argh(option)]
-    pub deal_id: Option<String>,
-    /// admin e-mail address (repeatable; at least one for a service provider's customer)
-    #[argh(option)]
-    pub admin_email: Vec<String>,
-    /// deal owner e-mail address (repeatable)
-    #[argh(option)]
-    pub ccw_deal_owner_email: Vec<String>,
+store_command! {
+    /// Create an organization with its default site and customer key.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct OrgCreate {
+        /// organization (customer) name
+        #[argh(option)]
+        pub name: String,
+        /// make it a customer of this service provider
+        #[argh(option)]
+        pub provider: Option<i64>,
+        /// make it a customer of this MSP
+        #[argh(option)]
+        pub msp: Option<i64>,
+        /// seats (default 10)
+        #[argh(option, default = "10")]
+        pub seats: i64,
+        /// package id for a service provider's customer (default: the provider's package)
+        #[argh(option)]
+        pub package_id: Option<i64>,
+        /// street address (required for a service provider's customer)
+        #[argh(option)]
+        pub street_address: Option<String>,
+        /// second address line
+        #[argh(option)]
+        pub street_address2: Option<String>,
+        /// city (required for a service provider's customer)
+        #[argh(option)]
+        pub city: Option<String>,
+        /// state or region (required for a service provider's customer)
+        #[argh(option)]
+        pub state: Option<String>,
+        /// two-letter country code (default US)
+        #[argh(option, default = "String::from(\"US\")")]
+        pub country_code: String,
+        /// postal code
+        #[argh(option)]
+        pub zip_code: Option<String>,
+        /// deal id
+        #[argh(option)]
+        pub deal_id: Option<String>,
+        /// admin e-mail address (repeatable; at least one for a service provider's customer)
+        #[argh(option)]
+        pub admin_email: Vec<String>,
+        /// deal owner e-mail address (repeatable)
+        #[argh(option)]
+        pub ccw_deal_owner_email: Vec<String>,
+    }
 }
 
-/// Delete an organization with all of its data; its customer keys stop working.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "delete")]
-pub struct OrgDelete {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub id: i64,
+store_command! {
+    /// Delete an organization with all of its data; its customer keys stop working.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "delete")]
+    pub struct OrgDelete {
+        /// organization id
+        #[argh(option)]
+        pub id: i64,
+    }
 }
 
 pub fn org(cmd: OrgCmd) -> Result<Value, String> {
@@ -488,68 +441,48 @@ pub enum KeyAction {
     Rotate(KeyRotate),
 }
 
-/// Issue an additional customer key for an organization.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct KeyCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
+store_command! {
+    /// Issue an additional customer key for an organization.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct KeyCreate {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+    }
 }
 
-/// List an organization's customer keys, revoked ones included.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct KeyList {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
+store_command! {
+    /// List an organization's customer keys, revoked ones included.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct KeyList {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+    }
 }
 
-/// Revoke one customer key: requests with it get 403 from then on.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "revoke")]
-pub struct KeyRevoke {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// the customer key
-    #[argh(option)]
-    pub key: String,
+store_command! {
+    /// Revoke one customer key: requests with it get 403 from then on.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "revoke")]
+    pub struct KeyRevoke {
+        /// the customer key
+        #[argh(option)]
+        pub key: String,
+    }
 }
 
-/// Revoke all of an organization's keys and issue a new one.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "rotate")]
-pub struct KeyRotate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// organization id
-    #[argh(option)]
-    pub org: i64,
+store_command! {
+    /// Revoke all of an organization's keys and issue a new one.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "rotate")]
+    pub struct KeyRotate {
+        /// organization id
+        #[argh(option)]
+        pub org: i64,
+    }
 }
 
 pub fn key(cmd: KeyCmd) -> Result<Value, String> {
@@ -606,58 +539,43 @@ pub enum CredentialAction {
     Revoke(CredentialRevoke),
 }
 
-/// Issue a credential bound to one scope; the secret is shown only here.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "create")]
-pub struct CredentialCreate {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// scope: this service provider, its customers and their organizations
-    #[argh(option)]
-    pub provider: Option<i64>,
-    /// scope: this MSP, its customers and their organizations
-    #[argh(option)]
-    pub msp: Option<i64>,
-    /// scope: this organization only
-    #[argh(option)]
-    pub org: Option<i64>,
-    /// free-text label
-    #[argh(option)]
-    pub label: Option<String>,
+store_command! {
+    /// Issue a credential bound to one scope; the secret is shown only here.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "create")]
+    pub struct CredentialCreate {
+        /// scope: this service provider, its customers and their organizations
+        #[argh(option)]
+        pub provider: Option<i64>,
+        /// scope: this MSP, its customers and their organizations
+        #[argh(option)]
+        pub msp: Option<i64>,
+        /// scope: this organization only
+        #[argh(option)]
+        pub org: Option<i64>,
+        /// free-text label
+        #[argh(option)]
+        pub label: Option<String>,
+    }
 }
 
-/// List credentials (never secrets).
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "list")]
-pub struct CredentialList {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
+store_command! {
+    /// List credentials (never secrets).
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "list")]
+    pub struct CredentialList {
+    }
 }
 
-/// Revoke a credential: requests with it get 401 from then on.
-#[derive(FromArgs, ArgsInfo, Debug)]
-#[argh(subcommand, name = "revoke")]
-pub struct CredentialRevoke {
-    /// data directory (default ./parasol-data)
-    #[argh(option, default = "default_data_dir()")]
-    pub data_dir: PathBuf,
-    /// a PostgreSQL database (postgres://USER:PASS@HOST:PORT/DB[?sslmode=...]) instead of the
-    /// data directory's SQLite database
-    #[argh(option)]
-    pub database: Option<String>,
-    /// the API key
-    #[argh(option)]
-    pub key: String,
+store_command! {
+    /// Revoke a credential: requests with it get 401 from then on.
+    #[derive(FromArgs, ArgsInfo, Debug)]
+    #[argh(subcommand, name = "revoke")]
+    pub struct CredentialRevoke {
+        /// the API key
+        #[argh(option)]
+        pub key: String,
+    }
 }
 
 pub fn credential(cmd: CredentialCmd) -> Result<Value, String> {

@@ -12,6 +12,9 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use base64::alphabet;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use base64::Engine as _;
 use hyper::header::AUTHORIZATION;
 use ring::hmac;
 use subtle::ConstantTimeEq;
@@ -76,33 +79,17 @@ fn remember(api_key: String, stored_hash: String, secret: &[u8]) {
     }
 }
 
+/// Standard base64, with or without padding, as clients send it in `Authorization: Basic`.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new()
+        .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+        .with_decode_allow_trailing_bits(true),
+);
+
 /// Decodes standard base64 (with or without padding). `None` on any invalid character.
 pub fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim_end_matches('=');
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    for c in s.bytes() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | v as u32;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    // A lone leftover sextet cannot come from whole bytes.
-    if bits >= 6 {
-        return None;
-    }
-    Some(out)
+    BASE64.decode(s).ok()
 }
 
 /// Splits `Authorization: Basic ...` into key and secret.

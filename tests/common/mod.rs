@@ -821,21 +821,9 @@ pub fn customer_key_from(mut command: std::process::Command) -> String {
 
 /// `Authorization: Basic ...` for an API key and secret.
 pub fn basic(key: &str, secret: &str) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let input = format!("{key}:{secret}");
-    let b = input.as_bytes();
-    let mut out = String::new();
-    for chunk in b.chunks(3) {
-        let n = chunk.iter().fold(0u32, |acc, &x| (acc << 8) | x as u32) << (8 * (3 - chunk.len()));
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    format!("Basic {out}")
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{key}:{secret}"));
+    format!("Basic {encoded}")
 }
 
 /// An API credential of the management interface.
