@@ -23,6 +23,7 @@ mod error;
 pub mod metrics;
 pub mod model;
 pub mod postgres;
+mod rules;
 pub mod sqlite;
 pub mod transfer;
 
@@ -191,19 +192,6 @@ operations! {
     fn delete_appliance(&self, org: i64, id: i64) -> ApplianceRecord;
     /// Registers an appliance in one of the organization's sites (`Invalid` naming `siteId`).
     fn register_appliance(&self, org: i64, appliance: NewAppliance, now: i64) -> ApplianceRecord;
-
-    // ------------------------------------------------------------ sites
-
-    fn list_sites(&self, org: i64, limit: i64, offset: i64) -> Vec<SiteRecord>;
-    fn get_site(&self, org: i64, id: i64) -> Option<SiteRecord>;
-    fn create_site(&self, org: i64, name: String, now: i64) -> SiteRecord;
-    /// Renames a site (`NotFound`).
-    fn rename_site(&self, org: i64, id: i64, name: String, now: i64) -> SiteRecord;
-    /// Deletes a site unless it is the default site or still holds internal networks or virtual
-    /// appliances (`Conflict`); returns it as it was.
-    fn delete_site(&self, org: i64, id: i64) -> SiteRecord;
-    /// The organization's default site.
-    fn default_site(&self, org: i64) -> Option<i64>;
 
     // ------------------------------------------------------------ users and roles
 

@@ -16,6 +16,8 @@
 pub mod import;
 pub mod migrate;
 mod ops;
+mod rows;
+mod sites;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -8,6 +8,7 @@ use tokio_postgres::Row;
 
 use super::{classify, Db, Postgres, VERIFY_FOR};
 use crate::enforcement::domain::self_and_parents;
+use crate::store::rules::sites::Sites;
 use crate::store::*;
 use crate::timefmt::rfc3339;
 
@@ -47,19 +48,9 @@ fn json_list(v: &[String]) -> String {
 
 // ------------------------------------------------------------------ shared checks and writes
 
-/// `Invalid` naming `siteId` unless `site` is a site of the organization; the site's row is held
-/// until the commit, so it cannot be deleted under what is being put in it.
+/// `Invalid` naming `siteId` unless `site` is a site of the organization (held until the commit).
 async fn check_site(db: &Db, org: i64, site: i64) -> Result<()> {
-    let row = db
-        .opt(
-            "SELECT 1 FROM sites WHERE organization_id = $1 AND id = $2 FOR KEY SHARE",
-            &[&org, &site],
-        )
-        .await?;
-    match row {
-        Some(_) => Ok(()),
-        None => Err(StoreError::Invalid(SITE_NOT_OF_ORGANIZATION.into())),
-    }
+    Ok(crate::store::rules::sites::check_site(db, org, site).await?)
 }
 
 async fn package_exists(db: &Db, id: i64) -> Result<bool> {
@@ -130,16 +121,6 @@ async fn changed(db: &Db, org: i64, did: bool) -> Result<bool> {
     Ok(did)
 }
 
-async fn new_origin(db: &Db, kind: &str) -> Result<i64> {
-    Ok(db
-        .one(
-            "INSERT INTO origins (kind) VALUES ($1) RETURNING id",
-            &[&kind],
-        )
-        .await?
-        .get(0))
-}
-
 async fn create_service_provider(db: &Db, sp: &NewServiceProvider, now: i64) -> Result<i64> {
     Ok(db
         .one(
@@ -164,19 +145,6 @@ async fn create_msp(db: &Db, name: &str, now: i64) -> Result<i64> {
         .one(
             "INSERT INTO msps (name, created_at) VALUES ($1, $2) RETURNING id",
             &[&name, &now],
-        )
-        .await?
-        .get(0))
-}
-
-async fn create_site_row(db: &Db, org: i64, name: &str, is_default: bool, now: i64) -> Result<i64> {
-    let origin = new_origin(db, "site").await?;
-    Ok(db
-        .one(
-            "INSERT INTO sites (organization_id, origin_id, name, is_default, type, created_at,
-                 modified_at)
-             VALUES ($1, $2, $3, $4, 'site', $5, $5) RETURNING id",
-            &[&org, &origin, &name, &is_default, &now],
         )
         .await?
         .get(0))
@@ -232,7 +200,7 @@ async fn create_organization(
         )
         .await?
         .get(0);
-    let default_site_id = create_site_row(db, id, "Default Site", true, now).await?;
+    let default_site_id = db.insert_site(id, "Default Site", true, now).await?;
     let customer_key = create_customer_key(db, id, now).await?;
     Ok(CreatedOrganization {
         id,
@@ -355,31 +323,6 @@ async fn get_customer(db: &Db, parent: Parent, customer_id: i64) -> Result<Optio
         .map(|r| customer(&r)))
 }
 
-const SITE_SELECT: &str = "SELECT s.origin_id, s.name, s.id, s.is_default, s.type,
-        (SELECT count(*) FROM internal_networks n WHERE n.site_id = s.id),
-        (SELECT count(*) FROM virtual_appliances v WHERE v.site_id = s.id),
-        s.modified_at, s.created_at
-    FROM sites s";
-
-fn site(r: &Row) -> SiteRecord {
-    SiteRecord {
-        origin_id: r.get(0),
-        name: r.get(1),
-        site_id: r.get(2),
-        is_default: r.get(3),
-        kind: r.get(4),
-        internal_network_count: r.get(5),
-        va_count: r.get(6),
-        modified_at: rfc3339(r.get(7)),
-        created_at: rfc3339(r.get(8)),
-    }
-}
-
-async fn get_site(db: &Db, org: i64, id: i64) -> Result<Option<SiteRecord>> {
-    let sql = format!("{SITE_SELECT} WHERE s.organization_id = $1 AND s.id = $2");
-    Ok(db.opt(&sql, &[&org, &id]).await?.map(|r| site(&r)))
-}
-
 const NETWORK_SELECT: &str = "SELECT origin_id, name, ip_address, prefix_length, is_dynamic,
         is_verified, status, created_at
     FROM networks WHERE organization_id = $1";
@@ -403,7 +346,7 @@ async fn get_network(db: &Db, org: i64, id: i64) -> Result<Option<NetworkRecord>
 }
 
 async fn insert_network(db: &Db, org: i64, n: &NewNetwork, now: i64) -> Result<NetworkRecord> {
-    let id = new_origin(db, "network").await?;
+    let id = db.new_origin("network").await?;
     db.exec(
         "INSERT INTO networks (origin_id, organization_id, name, ip_address, prefix_length,
              is_dynamic, is_verified, status, created_at)
@@ -462,7 +405,7 @@ async fn insert_roaming(
     if get_roaming(db, org, &c.device_id).await?.is_some() {
         return Ok(None);
     }
-    let origin = new_origin(db, "roaming_computer").await?;
+    let origin = db.new_origin("roaming_computer").await?;
     let inserted = db
         .exec_unique(
             "INSERT INTO roaming_computers (device_id, organization_id, origin_id, name, type,
@@ -524,7 +467,7 @@ async fn insert_appliance(
     a: &NewAppliance,
     now: i64,
 ) -> Result<ApplianceRecord> {
-    let id = new_origin(db, "virtual_appliance").await?;
+    let id = db.new_origin("virtual_appliance").await?;
     let state = serde_json::to_string(&a.state).unwrap_or_else(|_| "{}".into());
     let settings = serde_json::to_string(&a.settings).unwrap_or_else(|_| "{}".into());
     db.exec(
@@ -578,7 +521,7 @@ async fn create_internal(
     f: &InternalNetworkFields,
     now: i64,
 ) -> Result<InternalNetworkRecord> {
-    let id = new_origin(db, "internal_network").await?;
+    let id = db.new_origin("internal_network").await?;
     db.exec(
         "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
              prefix_length, site_id, created_at, modified_at)
@@ -673,23 +616,6 @@ async fn create_user(
     }
 }
 
-/// One page of `sql` (whose parameters are the owner `$1`, LIMIT `$2` and OFFSET `$3`).
-async fn owned_page<T>(
-    db: &Db,
-    sql: &str,
-    owner: i64,
-    limit: i64,
-    offset: i64,
-    map: fn(&Row) -> T,
-) -> Result<Vec<T>> {
-    Ok(db
-        .rows(sql, &[&owner, &limit, &offset])
-        .await?
-        .iter()
-        .map(map)
-        .collect())
-}
-
 // ------------------------------------------------------------------ the demo world
 
 async fn demo_organization(
@@ -700,7 +626,7 @@ async fn demo_organization(
 ) -> Result<CreatedOrganization> {
     let created = create_organization(db, parent, &o.fields, now).await?;
     let org = created.id;
-    let second = create_site_row(db, org, &o.second_site, false, now).await?;
+    let second = db.insert_site(org, &o.second_site, false, now).await?;
     let site = |s: DemoSite| match s {
         DemoSite::Default => created.default_site_id,
         DemoSite::Second => second,
@@ -1851,7 +1777,7 @@ impl Backend for Postgres {
             Box::pin(async move {
                 let sql =
                     format!("{CUSTOMER_SELECT} WHERE {cond} ORDER BY o.id LIMIT $2 OFFSET $3");
-                owned_page(db, &sql, id, limit, offset, customer).await
+                db.owned_page(&sql, id, limit, offset, customer).await
             })
         })
         .await
@@ -1978,7 +1904,7 @@ impl Backend for Postgres {
         self.read(move |db| {
             Box::pin(async move {
                 let sql = format!("{NETWORK_SELECT} ORDER BY origin_id LIMIT $2 OFFSET $3");
-                owned_page(db, &sql, org, limit, offset, network).await
+                db.owned_page(&sql, org, limit, offset, network).await
             })
         })
         .await
@@ -2159,7 +2085,7 @@ impl Backend for Postgres {
                     "{INTERNAL_SELECT} WHERE n.organization_id = $1 ORDER BY n.origin_id
                      LIMIT $2 OFFSET $3"
                 );
-                owned_page(db, &sql, org, limit, offset, internal).await
+                db.owned_page(&sql, org, limit, offset, internal).await
             })
         })
         .await
@@ -2246,7 +2172,7 @@ impl Backend for Postgres {
         self.read(move |db| {
             Box::pin(async move {
                 let sql = format!("{APPLIANCE_SELECT} ORDER BY origin_id LIMIT $2 OFFSET $3");
-                owned_page(db, &sql, org, limit, offset, appliance).await
+                db.owned_page(&sql, org, limit, offset, appliance).await
             })
         })
         .await
@@ -2309,105 +2235,6 @@ impl Backend for Postgres {
         .await
     }
 
-    // ------------------------------------------------------------ sites
-
-    async fn list_sites(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<SiteRecord>> {
-        self.read(move |db| {
-            Box::pin(async move {
-                let sql = format!(
-                    "{SITE_SELECT} WHERE s.organization_id = $1 ORDER BY s.id LIMIT $2 OFFSET $3"
-                );
-                owned_page(db, &sql, org, limit, offset, site).await
-            })
-        })
-        .await
-    }
-
-    async fn get_site(&self, org: i64, id: i64) -> Result<Option<SiteRecord>> {
-        self.read(move |db| Box::pin(async move { get_site(db, org, id).await }))
-            .await
-    }
-
-    async fn create_site(&self, org: i64, name: String, now: i64) -> Result<SiteRecord> {
-        self.write_org(org, move |db| {
-            Box::pin(async move {
-                let id = create_site_row(db, org, &name, false, now).await?;
-                get_site(db, org, id)
-                    .await?
-                    .ok_or_else(|| StoreError::Internal("site vanished".into()))
-            })
-        })
-        .await
-    }
-
-    async fn rename_site(&self, org: i64, id: i64, name: String, now: i64) -> Result<SiteRecord> {
-        self.write_org(org, move |db| {
-            Box::pin(async move {
-                db.exec(
-                    "UPDATE sites SET name = $3, modified_at = $4
-                     WHERE organization_id = $1 AND id = $2",
-                    &[&org, &id, &name, &now],
-                )
-                .await?;
-                found(get_site(db, org, id).await?)
-            })
-        })
-        .await
-    }
-
-    async fn delete_site(&self, org: i64, id: i64) -> Result<SiteRecord> {
-        self.write_org(org, move |db| {
-            Box::pin(async move {
-                // Held first: what moves into the site meanwhile waits, and is then refused.
-                if db
-                    .opt(
-                        "SELECT 1 FROM sites WHERE organization_id = $1 AND id = $2 FOR UPDATE",
-                        &[&org, &id],
-                    )
-                    .await?
-                    .is_none()
-                {
-                    return Err(StoreError::NotFound);
-                }
-                let rec = found(get_site(db, org, id).await?)?;
-                if rec.is_default {
-                    return Err(StoreError::Conflict(
-                        "the default site cannot be deleted".into(),
-                    ));
-                }
-                if rec.internal_network_count > 0 || rec.va_count > 0 {
-                    return Err(StoreError::Conflict(format!(
-                        "site {id} still has {} internal network(s) and {} virtual appliance(s); \
-                         move or delete them first",
-                        rec.internal_network_count, rec.va_count
-                    )));
-                }
-                db.exec(
-                    "DELETE FROM sites WHERE organization_id = $1 AND id = $2",
-                    &[&org, &id],
-                )
-                .await?;
-                Ok(rec)
-            })
-        })
-        .await
-    }
-
-    async fn default_site(&self, org: i64) -> Result<Option<i64>> {
-        self.read(move |db| {
-            Box::pin(async move {
-                Ok(db
-                    .opt(
-                        "SELECT id FROM sites WHERE organization_id = $1 AND is_default",
-                        &[&org],
-                    )
-                    .await?
-                    .map(|r| r.get(0)))
-            })
-        })
-        .await
-    }
-
     // ------------------------------------------------------------ users and roles
 
     async fn list_users(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<UserRecord>> {
@@ -2416,7 +2243,7 @@ impl Backend for Postgres {
                 let sql = format!(
                     "{USER_SELECT} WHERE u.organization_id = $1 ORDER BY u.id LIMIT $2 OFFSET $3"
                 );
-                owned_page(db, &sql, org, limit, offset, user).await
+                db.owned_page(&sql, org, limit, offset, user).await
             })
         })
         .await

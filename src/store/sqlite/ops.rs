@@ -8,7 +8,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 
 use super::writer::WriteMode;
-use super::{blocking, customers, devices, domains, internal_networks, purge, sites, tenants};
+use super::{blocking, customers, devices, domains, internal_networks, purge, tenants};
 use super::{users, Sqlite};
 use crate::store::*;
 
@@ -17,11 +17,7 @@ const ALONE_EVENTS: usize = 256;
 
 /// `Invalid` naming `siteId` unless `site` is a site of the organization.
 fn check_site(c: &Connection, org: i64, site: i64) -> Result<()> {
-    if sites::name_of(c, org, site)?.is_some() {
-        Ok(())
-    } else {
-        Err(StoreError::Invalid(SITE_NOT_OF_ORGANIZATION.into()))
-    }
+    super::settle(crate::store::rules::sites::check_site(c, org, site))
 }
 
 /// `Invalid` naming `packageId` unless the package exists.
@@ -560,51 +556,6 @@ impl Backend for Sqlite {
             devices::insert_appliance(c, org, &appliance, now)
         })
         .await
-    }
-
-    // ------------------------------------------------------------ sites
-
-    async fn list_sites(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<SiteRecord>> {
-        self.read(move |c| sites::list(c, org, limit, offset)).await
-    }
-
-    async fn get_site(&self, org: i64, id: i64) -> Result<Option<SiteRecord>> {
-        self.read(move |c| sites::get(c, org, id)).await
-    }
-
-    async fn create_site(&self, org: i64, name: String, now: i64) -> Result<SiteRecord> {
-        self.write_org(org, move |c| sites::create(c, org, &name, now))
-            .await
-    }
-
-    async fn rename_site(&self, org: i64, id: i64, name: String, now: i64) -> Result<SiteRecord> {
-        self.write_org(org, move |c| found(sites::rename(c, org, id, &name, now)?))
-            .await
-    }
-
-    async fn delete_site(&self, org: i64, id: i64) -> Result<SiteRecord> {
-        self.write_org(org, move |c| {
-            let rec = found(sites::get(c, org, id)?)?;
-            if rec.is_default {
-                return Err(StoreError::Conflict(
-                    "the default site cannot be deleted".into(),
-                ));
-            }
-            if rec.internal_network_count > 0 || rec.va_count > 0 {
-                return Err(StoreError::Conflict(format!(
-                    "site {id} still has {} internal network(s) and {} virtual appliance(s); \
-                     move or delete them first",
-                    rec.internal_network_count, rec.va_count
-                )));
-            }
-            sites::delete(c, org, id)?;
-            Ok(rec)
-        })
-        .await
-    }
-
-    async fn default_site(&self, org: i64) -> Result<Option<i64>> {
-        self.read(move |c| sites::default_site(c, org)).await
     }
 
     // ------------------------------------------------------------ users and roles
