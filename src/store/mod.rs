@@ -150,63 +150,6 @@ operations! {
     /// Whether `id` names a package.
     fn package_exists(&self, id: i64) -> bool;
 
-    // ------------------------------------------------------------ networks
-
-    fn list_networks(&self, org: i64, limit: i64, offset: i64) -> Vec<NetworkRecord>;
-    fn get_network(&self, org: i64, id: i64) -> Option<NetworkRecord>;
-    /// Deletes a network (`NotFound`); returns it as it was.
-    fn delete_network(&self, org: i64, id: i64) -> NetworkRecord;
-    /// Registers a network (operators and the demo; devices register them with the cloud).
-    fn register_network(&self, org: i64, network: NewNetwork, now: i64) -> NetworkRecord;
-
-    // ------------------------------------------------------------ roaming computers
-
-    fn list_roaming_computers(&self, org: i64, filter: RoamingFilter, limit: i64, offset: i64) -> Vec<RoamingComputerRecord>;
-    fn get_roaming_computer(&self, org: i64, device: String) -> Option<RoamingComputerRecord>;
-    /// Renames a roaming computer (`NotFound`).
-    fn rename_roaming_computer(&self, org: i64, device: String, name: String) -> RoamingComputerRecord;
-    /// Deletes a roaming computer (`NotFound`); returns it as it was.
-    fn delete_roaming_computer(&self, org: i64, device: String) -> RoamingComputerRecord;
-    /// Registers a roaming computer (`Conflict` if the organization has that device already).
-    fn register_roaming_computer(&self, org: i64, computer: NewRoamingComputer) -> RoamingComputerRecord;
-
-    // ------------------------------------------------------------ internal networks
-
-    fn list_internal_networks(&self, org: i64, limit: i64, offset: i64) -> Vec<InternalNetworkRecord>;
-    fn get_internal_network(&self, org: i64, id: i64) -> Option<InternalNetworkRecord>;
-    /// Creates an internal network (`Invalid` naming `siteId` for a site not of the
-    /// organization).
-    fn create_internal_network(&self, org: i64, fields: InternalNetworkFields, now: i64) -> InternalNetworkRecord;
-    /// Replaces an internal network's fields (`NotFound`, `Invalid`).
-    fn update_internal_network(&self, org: i64, id: i64, fields: InternalNetworkFields, now: i64) -> InternalNetworkRecord;
-    /// Deletes an internal network (`NotFound`); returns it as it was.
-    fn delete_internal_network(&self, org: i64, id: i64) -> InternalNetworkRecord;
-
-    // ------------------------------------------------------------ virtual appliances
-
-    fn list_appliances(&self, org: i64, limit: i64, offset: i64) -> Vec<ApplianceRecord>;
-    fn get_appliance(&self, org: i64, id: i64) -> Option<ApplianceRecord>;
-    /// Moves an appliance to another site of the organization (`NotFound`, `Invalid`).
-    fn move_appliance(&self, org: i64, id: i64, site: i64, now: i64) -> ApplianceRecord;
-    /// Deletes an appliance (`NotFound`); returns it as it was.
-    fn delete_appliance(&self, org: i64, id: i64) -> ApplianceRecord;
-    /// Registers an appliance in one of the organization's sites (`Invalid` naming `siteId`).
-    fn register_appliance(&self, org: i64, appliance: NewAppliance, now: i64) -> ApplianceRecord;
-
-    // ------------------------------------------------------------ users and roles
-
-    fn list_users(&self, org: i64, limit: i64, offset: i64) -> Vec<UserRecord>;
-    fn get_user(&self, org: i64, id: i64) -> Option<UserRecord>;
-    /// Whether `id` names a role.
-    fn role_exists(&self, id: i64) -> bool;
-    /// Creates a user with an already hashed password (`Conflict` when the e-mail address is
-    /// taken in the organization, ignoring case; `Invalid` for an unknown role).
-    fn create_user(&self, org: i64, fields: UserFields, password_hash: String, now: i64) -> UserRecord;
-    /// Deletes a user (`NotFound`); returns the record as it was.
-    fn delete_user(&self, org: i64, id: i64) -> UserRecord;
-    /// One page of the built-in roles, ordered by id.
-    fn list_roles(&self, limit: i64, offset: i64) -> Vec<Role>;
-
     // ------------------------------------------------------------ enforcement on the appliance
 
     /// Adds a (normalised) name to the organization's allow list; false if it was there.

@@ -13,7 +13,10 @@
 //! `managed!` below declares the operations written here, as methods of `Store`: each names the
 //! kind of transaction it runs in and its rule, and hands the rule the engine's connection.
 
+pub(crate) mod devices;
+pub(crate) mod internal_networks;
 pub(crate) mod sites;
+pub(crate) mod users;
 
 use super::{model::*, sqlite, Engine, Result, Store, StoreError};
 
@@ -131,6 +134,95 @@ managed! {
     fn delete_site(&self, org: i64, id: i64) -> SiteRecord = write_org[org](sites::delete);
     /// The organization's default site.
     fn default_site(&self, org: i64) -> Option<i64> = read(sites::default_site);
+
+    // ------------------------------------------------------------ networks
+
+    /// One page of the organization's networks, by `originId`.
+    fn list_networks(&self, org: i64, limit: i64, offset: i64) -> Vec<NetworkRecord>
+        = read(devices::list_networks);
+    fn get_network(&self, org: i64, id: i64) -> Option<NetworkRecord> = read(devices::get_network);
+    /// Deletes a network (`NotFound`); returns it as it was.
+    fn delete_network(&self, org: i64, id: i64) -> NetworkRecord
+        = write_org[org](devices::delete_network);
+    /// Registers a network (operators and the demo; devices register them with the cloud).
+    fn register_network(&self, org: i64, network: NewNetwork, now: i64) -> NetworkRecord
+        = write_org[org](devices::register_network);
+
+    // ------------------------------------------------------------ roaming computers
+
+    /// One page of the roaming computers that pass the filter, by `originId`.
+    fn list_roaming_computers(
+        &self,
+        org: i64,
+        filter: RoamingFilter,
+        limit: i64,
+        offset: i64,
+    ) -> Vec<RoamingComputerRecord> = read(devices::list_roaming_computers);
+    fn get_roaming_computer(&self, org: i64, device: String) -> Option<RoamingComputerRecord>
+        = read(devices::get_roaming_computer);
+    /// Renames a roaming computer (`NotFound`).
+    fn rename_roaming_computer(&self, org: i64, device: String, name: String)
+        -> RoamingComputerRecord = write_org[org](devices::rename_roaming_computer);
+    /// Deletes a roaming computer (`NotFound`); returns it as it was.
+    fn delete_roaming_computer(&self, org: i64, device: String) -> RoamingComputerRecord
+        = write_org[org](devices::delete_roaming_computer);
+    /// Registers a roaming computer (`Conflict` if the organization has that device already).
+    fn register_roaming_computer(&self, org: i64, computer: NewRoamingComputer)
+        -> RoamingComputerRecord = write_org[org](devices::register_roaming_computer);
+
+    // ------------------------------------------------------------ internal networks
+
+    fn list_internal_networks(&self, org: i64, limit: i64, offset: i64)
+        -> Vec<InternalNetworkRecord> = read(internal_networks::list);
+    fn get_internal_network(&self, org: i64, id: i64) -> Option<InternalNetworkRecord>
+        = read(internal_networks::get);
+    /// Creates an internal network (`Invalid` naming `siteId` for a site not of the
+    /// organization).
+    fn create_internal_network(&self, org: i64, fields: InternalNetworkFields, now: i64)
+        -> InternalNetworkRecord = write_org[org](internal_networks::create);
+    /// Replaces an internal network's fields (`NotFound`, `Invalid`).
+    fn update_internal_network(
+        &self,
+        org: i64,
+        id: i64,
+        fields: InternalNetworkFields,
+        now: i64,
+    ) -> InternalNetworkRecord = write_org[org](internal_networks::update);
+    /// Deletes an internal network (`NotFound`); returns it as it was.
+    fn delete_internal_network(&self, org: i64, id: i64) -> InternalNetworkRecord
+        = write_org[org](internal_networks::delete);
+
+    // ------------------------------------------------------------ virtual appliances
+
+    fn list_appliances(&self, org: i64, limit: i64, offset: i64) -> Vec<ApplianceRecord>
+        = read(devices::list_appliances);
+    fn get_appliance(&self, org: i64, id: i64) -> Option<ApplianceRecord>
+        = read(devices::get_appliance);
+    /// Moves an appliance to another site of the organization (`NotFound`, `Invalid`).
+    fn move_appliance(&self, org: i64, id: i64, site: i64, now: i64) -> ApplianceRecord
+        = write_org[org](devices::move_appliance);
+    /// Deletes an appliance (`NotFound`); returns it as it was.
+    fn delete_appliance(&self, org: i64, id: i64) -> ApplianceRecord
+        = write_org[org](devices::delete_appliance);
+    /// Registers an appliance in one of the organization's sites (`Invalid` naming `siteId`).
+    fn register_appliance(&self, org: i64, appliance: NewAppliance, now: i64) -> ApplianceRecord
+        = write_org[org](devices::register_appliance);
+
+    // ------------------------------------------------------------ users and roles
+
+    fn list_users(&self, org: i64, limit: i64, offset: i64) -> Vec<UserRecord>
+        = read(users::list);
+    fn get_user(&self, org: i64, id: i64) -> Option<UserRecord> = read(users::get);
+    /// Whether `id` names a role.
+    fn role_exists(&self, id: i64) -> bool = read(users::role_exists);
+    /// Creates a user with an already hashed password (`Conflict` when the e-mail address is
+    /// taken in the organization, ignoring case; `Invalid` for an unknown role).
+    fn create_user(&self, org: i64, fields: UserFields, password_hash: String, now: i64)
+        -> UserRecord = write_org[org](users::create);
+    /// Deletes a user (`NotFound`); returns the record as it was.
+    fn delete_user(&self, org: i64, id: i64) -> UserRecord = write_org[org](users::delete);
+    /// One page of the built-in roles, ordered by id.
+    fn list_roles(&self, limit: i64, offset: i64) -> Vec<Role> = read(users::list_roles);
 }
 
 /// How long, and against what, a statement that finds a row holds it (PostgreSQL's row locks;

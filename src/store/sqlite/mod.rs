@@ -512,16 +512,17 @@ impl Inner {
     }
 }
 
-/// The outcome of a rule (`crate::store::rules`) run on a SQLite connection. Every statement
-/// of SQLite's is done when its future is first polled (nothing in them waits), so the rule is
-/// too: it is polled once, here, on the thread that owns the connection.
-pub(in crate::store) fn settle<T>(
-    rule: impl std::future::Future<Output = crate::store::rules::TxResult<T>>,
+/// The outcome of a rule (`crate::store::rules`), or of one of the statements rules are made
+/// of, run on a SQLite connection. Every statement of SQLite's is done when its future is first
+/// polled (nothing in them waits), so the rule is too: it is polled once, here, on the thread
+/// that owns the connection.
+pub(in crate::store) fn settle<T, E: Into<StoreError>>(
+    rule: impl std::future::Future<Output = std::result::Result<T, E>>,
 ) -> Result<T> {
     let mut rule = std::pin::pin!(rule);
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     match rule.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(r) => r.map_err(StoreError::from),
+        std::task::Poll::Ready(r) => r.map_err(Into::into),
         std::task::Poll::Pending => Err(StoreError::Internal(
             "a rule waited on SQLite, whose statements never wait".into(),
         )),

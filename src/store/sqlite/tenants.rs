@@ -2,6 +2,9 @@
 //! credentials. Functions take a `&Connection` so that the server's writer and the command line
 //! share them; callers supply the transaction.
 
+use crate::store::rules::devices::Devices;
+use crate::store::rules::internal_networks::InternalNetworks;
+use crate::store::rules::users::Users;
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::store::model::*;
@@ -350,23 +353,23 @@ fn demo_organization(
             prefix_length: *prefix,
             site_id: site(*s),
         };
-        super::internal_networks::create(conn, org, &f, now)?;
+        super::settle(conn.insert_internal_network(org, &f, now))?;
     }
     for (fields, hash) in &o.users {
-        super::users::create(conn, org, fields, hash, now)?;
+        super::settle(conn.insert_user(org, fields, hash, now))?;
     }
     for (n, at) in &o.networks {
-        super::devices::insert_network(conn, org, n, *at)?;
+        super::settle(conn.insert_network(org, n, *at))?;
     }
     for c in &o.roaming_computers {
-        super::devices::insert_roaming_computer(conn, org, c)?;
+        super::settle(conn.insert_roaming_computer(org, c))?;
     }
     for (a, s, at) in &o.appliances {
         let a = NewAppliance {
             site_id: site(*s),
             ..a.clone()
         };
-        super::devices::insert_appliance(conn, org, &a, *at)?;
+        super::settle(conn.insert_appliance(org, &a, *at))?;
     }
     insert_credential(conn, &o.credential, Scope::Organization(org), now)?;
     Ok(created)
