@@ -8,8 +8,7 @@ use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
 use super::default_data_dir;
-use crate::store::sqlite::migrate::SCHEMA_VERSION;
-use crate::store::{OpenRole, Store};
+use crate::store::{OpenRole, Store, SCHEMA_VERSION};
 
 /// Create the data directory and an empty database, or with --database the Parasol schema in an
 /// existing PostgreSQL database (idempotent).
@@ -45,7 +44,7 @@ pub fn init(cmd: InitCmd) -> Result<Value, String> {
         });
         let created = created.map_err(|e| super::open_error(&cmd.data_dir, Some(url), e))?;
         return Ok(json!({
-            "database": crate::store::postgres::redact(url),
+            "database": crate::store::redact(url),
             "created": created,
             "schemaVersion": SCHEMA_VERSION,
         }));

@@ -5,6 +5,8 @@ use tokio_postgres::Row;
 use super::Db;
 use crate::store::model::*;
 use crate::store::rules::devices::Devices;
+use crate::store::rules::devices::{appliance_json, Page, Roamer};
+use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
@@ -116,12 +118,7 @@ impl Devices for Db {
         remove(self, "networks", "origin_id", org, &id).await
     }
 
-    async fn roaming_computers(
-        &self,
-        org: i64,
-        filter: &RoamingFilter,
-        page: Option<(i64, i64)>,
-    ) -> Result<Vec<RoamingComputerRecord>> {
+    async fn roamers(&self, org: i64, filter: &RoamingFilter, page: Page) -> Rows<Roamer> {
         let sql = format!(
             "{ROAMING_SELECT} AND ($2::text IS NULL OR status = $2)
                 AND ($3::bigint IS NULL OR last_sync < $3)
@@ -148,16 +145,12 @@ impl Devices for Db {
             .collect())
     }
 
-    async fn roaming_computer(
-        &self,
-        org: i64,
-        device: &str,
-    ) -> Result<Option<RoamingComputerRecord>> {
+    async fn roamer(&self, org: i64, device: &str) -> One<Roamer> {
         let sql = format!("{ROAMING_SELECT} AND device_id = $2");
         Ok(self.opt(&sql, &[&org, &device]).await?.map(|r| roaming(&r)))
     }
 
-    async fn insert_roaming_computer(&self, org: i64, c: &NewRoamingComputer) -> Result<bool> {
+    async fn insert_roamer(&self, org: i64, c: &NewRoamingComputer) -> Result<bool> {
         let origin = self.new_origin("roaming_computer").await?;
         let inserted = self
             .exec_unique(
@@ -186,7 +179,7 @@ impl Devices for Db {
         Ok(inserted.is_some())
     }
 
-    async fn rename_roaming_computer_row(&self, org: i64, device: &str, name: &str) -> Result<()> {
+    async fn rename_roamer(&self, org: i64, device: &str, name: &str) -> Result<()> {
         self.exec(
             "UPDATE roaming_computers SET name = $3 WHERE organization_id = $1 AND device_id = $2",
             &[&org, &device, &name],
@@ -195,11 +188,11 @@ impl Devices for Db {
         Ok(())
     }
 
-    async fn delete_roaming_computer_row(&self, org: i64, device: &str) -> Result<()> {
+    async fn delete_roamer(&self, org: i64, device: &str) -> Result<()> {
         remove(self, "roaming_computers", "device_id", org, &device).await
     }
 
-    async fn appliances(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<ApplianceRecord>> {
+    async fn appliances(&self, org: i64, limit: i64, offset: i64) -> Rows<ApplianceRecord> {
         let sql = format!("{APPLIANCE_SELECT} ORDER BY origin_id LIMIT $2 OFFSET $3");
         self.owned_page(&sql, org, limit, offset, appliance).await
     }
@@ -211,8 +204,7 @@ impl Devices for Db {
 
     async fn insert_appliance(&self, org: i64, a: &NewAppliance, now: i64) -> Result<i64> {
         let id = self.new_origin("virtual_appliance").await?;
-        let state = serde_json::to_string(&a.state).unwrap_or_else(|_| "{}".into());
-        let settings = serde_json::to_string(&a.settings).unwrap_or_else(|_| "{}".into());
+        let (state, settings) = appliance_json(a);
         self.exec(
             "INSERT INTO virtual_appliances (origin_id, organization_id, name, site_id,
                  is_upgradable, state, health, type, settings, created_at, modified_at,

@@ -4,7 +4,9 @@ use tokio_postgres::Row;
 
 use super::Db;
 use crate::store::model::*;
+use crate::store::rules::internal_networks::Fields;
 use crate::store::rules::internal_networks::InternalNetworks;
+use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
@@ -26,12 +28,7 @@ fn internal(r: &Row) -> InternalNetworkRecord {
 }
 
 impl InternalNetworks for Db {
-    async fn internal_networks(
-        &self,
-        org: i64,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Vec<InternalNetworkRecord>> {
+    async fn inets(&self, org: i64, limit: i64, offset: i64) -> Rows<InternalNetworkRecord> {
         let sql = format!(
             "{INTERNAL_SELECT} WHERE n.organization_id = $1 ORDER BY n.origin_id
              LIMIT $2 OFFSET $3"
@@ -39,17 +36,12 @@ impl InternalNetworks for Db {
         self.owned_page(&sql, org, limit, offset, internal).await
     }
 
-    async fn internal_network(&self, org: i64, id: i64) -> Result<Option<InternalNetworkRecord>> {
+    async fn inet(&self, org: i64, id: i64) -> One<InternalNetworkRecord> {
         let sql = format!("{INTERNAL_SELECT} WHERE n.organization_id = $1 AND n.origin_id = $2");
         Ok(self.opt(&sql, &[&org, &id]).await?.map(|r| internal(&r)))
     }
 
-    async fn insert_internal_network(
-        &self,
-        org: i64,
-        f: &InternalNetworkFields,
-        now: i64,
-    ) -> Result<i64> {
+    async fn insert_inet(&self, org: i64, f: &Fields, now: i64) -> Result<i64> {
         let id = self.new_origin("internal_network").await?;
         self.exec(
             "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
@@ -69,13 +61,7 @@ impl InternalNetworks for Db {
         Ok(id)
     }
 
-    async fn update_internal_network_row(
-        &self,
-        org: i64,
-        id: i64,
-        f: &InternalNetworkFields,
-        now: i64,
-    ) -> Result<()> {
+    async fn update_inet(&self, org: i64, id: i64, f: &Fields, now: i64) -> Result<()> {
         self.exec(
             "UPDATE internal_networks SET name = $3, ip_address = $4, prefix_length = $5,
                 site_id = $6, modified_at = $7
@@ -94,7 +80,7 @@ impl InternalNetworks for Db {
         Ok(())
     }
 
-    async fn delete_internal_network_row(&self, org: i64, id: i64) -> Result<()> {
+    async fn delete_inet(&self, org: i64, id: i64) -> Result<()> {
         self.exec(
             "DELETE FROM internal_networks WHERE organization_id = $1 AND origin_id = $2",
             &[&org, &id],

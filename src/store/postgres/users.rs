@@ -5,6 +5,7 @@ use tokio_postgres::Row;
 use super::Db;
 use crate::store::model::*;
 use crate::store::rules::users::Users;
+use crate::store::rules::One;
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
@@ -46,13 +47,7 @@ impl Users for Db {
             .is_some())
     }
 
-    async fn insert_user(
-        &self,
-        org: i64,
-        f: &UserFields,
-        hash: &str,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    async fn insert_user(&self, org: i64, f: &UserFields, hash: &str, now: i64) -> One<i64> {
         let folded = f.email.to_ascii_lowercase();
         // The unique index decides, against every node's concurrent creations.
         Ok(self

@@ -4,8 +4,15 @@
 
 use super::sites::{check_site, Sites};
 use super::{conflict, found, written, TxResult};
+use super::{One, Rows};
 use crate::store::model::*;
 use crate::store::Result;
+
+/// A roaming computer's record.
+pub(crate) type Roamer = RoamingComputerRecord;
+
+/// A page (limit, offset), or (`None`) everything.
+pub(crate) type Page = Option<(i64, i64)>;
 
 /// The statements of devices. Pages are ordered by `originId` (registration order); a roaming
 /// computer is addressed by its device id in lower case.
@@ -18,23 +25,14 @@ pub(crate) trait Devices {
 
     /// The roaming computers that pass `filter`'s status and sync-time conditions (its name
     /// condition is the rule's), one page of them or (`None`) all.
-    async fn roaming_computers(
-        &self,
-        org: i64,
-        filter: &RoamingFilter,
-        page: Option<(i64, i64)>,
-    ) -> Result<Vec<RoamingComputerRecord>>;
-    async fn roaming_computer(
-        &self,
-        org: i64,
-        device: &str,
-    ) -> Result<Option<RoamingComputerRecord>>;
+    async fn roamers(&self, org: i64, filter: &RoamingFilter, page: Page) -> Rows<Roamer>;
+    async fn roamer(&self, org: i64, device: &str) -> One<Roamer>;
     /// Inserts a roaming computer; false if the organization has that device already (found by the unique index, against concurrent registrations too).
-    async fn insert_roaming_computer(&self, org: i64, c: &NewRoamingComputer) -> Result<bool>;
-    async fn rename_roaming_computer_row(&self, org: i64, device: &str, name: &str) -> Result<()>;
-    async fn delete_roaming_computer_row(&self, org: i64, device: &str) -> Result<()>;
+    async fn insert_roamer(&self, org: i64, c: &NewRoamingComputer) -> Result<bool>;
+    async fn rename_roamer(&self, org: i64, device: &str, name: &str) -> Result<()>;
+    async fn delete_roamer(&self, org: i64, device: &str) -> Result<()>;
 
-    async fn appliances(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<ApplianceRecord>>;
+    async fn appliances(&self, org: i64, limit: i64, offset: i64) -> Rows<ApplianceRecord>;
     async fn appliance(&self, org: i64, id: i64) -> Result<Option<ApplianceRecord>>;
     /// Inserts an appliance; its `originId`.
     async fn insert_appliance(&self, org: i64, a: &NewAppliance, now: i64) -> Result<i64>;
@@ -91,13 +89,11 @@ pub(crate) async fn list_roaming_computers<X: Devices>(
     filter: RoamingFilter,
     limit: i64,
     offset: i64,
-) -> TxResult<Vec<RoamingComputerRecord>> {
+) -> TxResult<Vec<Roamer>> {
     let Some(needle) = filter.name.as_deref().map(str::to_lowercase) else {
-        return Ok(x
-            .roaming_computers(org, &filter, Some((limit, offset)))
-            .await?);
+        return Ok(x.roamers(org, &filter, Some((limit, offset))).await?);
     };
-    Ok(x.roaming_computers(org, &filter, None)
+    Ok(x.roamers(org, &filter, None)
         .await?
         .into_iter()
         .filter(|r| r.name.to_lowercase().contains(&needle))
@@ -110,9 +106,8 @@ pub(crate) async fn get_roaming_computer<X: Devices>(
     x: &X,
     org: i64,
     device: String,
-) -> TxResult<Option<RoamingComputerRecord>> {
-    Ok(x.roaming_computer(org, &device.to_ascii_lowercase())
-        .await?)
+) -> TxResult<Option<Roamer>> {
+    Ok(x.roamer(org, &device.to_ascii_lowercase()).await?)
 }
 
 pub(crate) async fn rename_roaming_computer<X: Devices>(
@@ -122,8 +117,8 @@ pub(crate) async fn rename_roaming_computer<X: Devices>(
     name: String,
 ) -> TxResult<RoamingComputerRecord> {
     let device = device.to_ascii_lowercase();
-    x.rename_roaming_computer_row(org, &device, &name).await?;
-    found(x.roaming_computer(org, &device).await?)
+    x.rename_roamer(org, &device, &name).await?;
+    found(x.roamer(org, &device).await?)
 }
 
 pub(crate) async fn delete_roaming_computer<X: Devices>(
@@ -132,8 +127,8 @@ pub(crate) async fn delete_roaming_computer<X: Devices>(
     device: String,
 ) -> TxResult<RoamingComputerRecord> {
     let device = device.to_ascii_lowercase();
-    let rec = found(x.roaming_computer(org, &device).await?)?;
-    x.delete_roaming_computer_row(org, &device).await?;
+    let rec = found(x.roamer(org, &device).await?)?;
+    x.delete_roamer(org, &device).await?;
     Ok(rec)
 }
 
@@ -144,15 +139,14 @@ pub(crate) async fn register_roaming_computer<X: Devices>(
     computer: NewRoamingComputer,
 ) -> TxResult<RoamingComputerRecord> {
     let device = computer.device_id.to_ascii_lowercase();
-    let taken = x.roaming_computer(org, &device).await?.is_some()
-        || !x.insert_roaming_computer(org, &computer).await?;
+    let taken = x.roamer(org, &device).await?.is_some() || !x.insert_roamer(org, &computer).await?;
     if taken {
         return conflict(format!(
             "organization {org} already has a roaming computer with deviceId {}",
             computer.device_id
         ));
     }
-    written(x.roaming_computer(org, &device).await?, "roaming computer")
+    written(x.roamer(org, &device).await?, "roaming computer")
 }
 
 // ------------------------------------------------------------------ virtual appliances
@@ -207,4 +201,11 @@ pub(crate) async fn register_appliance<X: Devices + Sites>(
     check_site(x, org, appliance.site_id).await?;
     let id = x.insert_appliance(org, &appliance, now).await?;
     written(x.appliance(org, id).await?, "virtual appliance")
+}
+
+/// An appliance's `state` and `settings` as their columns hold them (JSON objects).
+pub(crate) fn appliance_json(a: &NewAppliance) -> (String, String) {
+    let state = serde_json::to_string(&a.state).unwrap_or_else(|_| "{}".into());
+    let settings = serde_json::to_string(&a.settings).unwrap_or_else(|_| "{}".into());
+    (state, settings)
 }

@@ -3,35 +3,23 @@
 
 use super::sites::{check_site, Sites};
 use super::{found, written, TxResult};
+use super::{One, Rows};
 use crate::store::model::*;
 use crate::store::Result;
+
+/// An internal network's fields.
+pub(crate) type Fields = InternalNetworkFields;
 
 /// The statements of internal networks (`internalNetworkId` is the network's `originId`).
 pub(crate) trait InternalNetworks {
     /// One page of the organization's internal networks, ordered by id.
-    async fn internal_networks(
-        &self,
-        org: i64,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Vec<InternalNetworkRecord>>;
-    async fn internal_network(&self, org: i64, id: i64) -> Result<Option<InternalNetworkRecord>>;
+    async fn inets(&self, org: i64, limit: i64, offset: i64) -> Rows<InternalNetworkRecord>;
+    async fn inet(&self, org: i64, id: i64) -> One<InternalNetworkRecord>;
     /// Inserts an internal network; its id.
-    async fn insert_internal_network(
-        &self,
-        org: i64,
-        f: &InternalNetworkFields,
-        now: i64,
-    ) -> Result<i64>;
+    async fn insert_inet(&self, org: i64, f: &Fields, now: i64) -> Result<i64>;
     /// Replaces its fields (a move when the site changes), if the organization has it.
-    async fn update_internal_network_row(
-        &self,
-        org: i64,
-        id: i64,
-        f: &InternalNetworkFields,
-        now: i64,
-    ) -> Result<()>;
-    async fn delete_internal_network_row(&self, org: i64, id: i64) -> Result<()>;
+    async fn update_inet(&self, org: i64, id: i64, f: &Fields, now: i64) -> Result<()>;
+    async fn delete_inet(&self, org: i64, id: i64) -> Result<()>;
 }
 
 pub(crate) async fn list<X: InternalNetworks>(
@@ -40,7 +28,7 @@ pub(crate) async fn list<X: InternalNetworks>(
     limit: i64,
     offset: i64,
 ) -> TxResult<Vec<InternalNetworkRecord>> {
-    Ok(x.internal_networks(org, limit, offset).await?)
+    Ok(x.inets(org, limit, offset).await?)
 }
 
 pub(crate) async fn get<X: InternalNetworks>(
@@ -48,7 +36,7 @@ pub(crate) async fn get<X: InternalNetworks>(
     org: i64,
     id: i64,
 ) -> TxResult<Option<InternalNetworkRecord>> {
-    Ok(x.internal_network(org, id).await?)
+    Ok(x.inet(org, id).await?)
 }
 
 /// Creates an internal network in one of the organization's sites (`Invalid` naming `siteId`).
@@ -59,8 +47,8 @@ pub(crate) async fn create<X: InternalNetworks + Sites>(
     now: i64,
 ) -> TxResult<InternalNetworkRecord> {
     check_site(x, org, fields.site_id).await?;
-    let id = x.insert_internal_network(org, &fields, now).await?;
-    written(x.internal_network(org, id).await?, "network")
+    let id = x.insert_inet(org, &fields, now).await?;
+    written(x.inet(org, id).await?, "network")
 }
 
 /// Replaces an internal network's fields (`NotFound`, `Invalid` naming `siteId`).
@@ -72,8 +60,8 @@ pub(crate) async fn update<X: InternalNetworks + Sites>(
     now: i64,
 ) -> TxResult<InternalNetworkRecord> {
     check_site(x, org, fields.site_id).await?;
-    x.update_internal_network_row(org, id, &fields, now).await?;
-    found(x.internal_network(org, id).await?)
+    x.update_inet(org, id, &fields, now).await?;
+    found(x.inet(org, id).await?)
 }
 
 pub(crate) async fn delete<X: InternalNetworks>(
@@ -81,7 +69,7 @@ pub(crate) async fn delete<X: InternalNetworks>(
     org: i64,
     id: i64,
 ) -> TxResult<InternalNetworkRecord> {
-    let rec = found(x.internal_network(org, id).await?)?;
-    x.delete_internal_network_row(org, id).await?;
+    let rec = found(x.inet(org, id).await?)?;
+    x.delete_inet(org, id).await?;
     Ok(rec)
 }

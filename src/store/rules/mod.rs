@@ -13,9 +13,13 @@
 //! `managed!` below declares the operations written here, as methods of `Store`: each names the
 //! kind of transaction it runs in and its rule, and hands the rule the engine's connection.
 
+pub(crate) mod allow;
+pub(crate) mod customers;
+pub(crate) mod demo;
 pub(crate) mod devices;
 pub(crate) mod internal_networks;
 pub(crate) mod sites;
+pub(crate) mod tenants;
 pub(crate) mod users;
 
 use super::{model::*, sqlite, Engine, Result, Store, StoreError};
@@ -39,6 +43,12 @@ pub(crate) enum Refusal {
     /// The input names something that does not exist; the text names the field.
     Invalid(String),
 }
+
+/// A statement's rows.
+pub(crate) type Rows<T> = Result<Vec<T>>;
+
+/// A statement's row, if there is one.
+pub(crate) type One<T> = Result<Option<T>>;
 
 /// What a rule returns.
 pub(crate) type TxResult<T> = std::result::Result<T, TxError>;
@@ -116,6 +126,105 @@ macro_rules! managed {
 }
 
 managed! {
+    // ------------------------------------------------------------ tenants and credentials
+
+    /// A live management credential by its API key.
+    fn find_credential(&self, api_key: String) -> Option<StoredCredential>
+        = read(tenants::find_credential);
+    /// Whether the organization exists and the scope reaches it.
+    fn organization_visible(&self, scope: Scope, org: i64) -> bool
+        = read(tenants::organization_visible);
+    /// Whether the scope's provider, MSP or organization exists.
+    fn scope_exists(&self, scope: Scope) -> bool = read(tenants::scope_exists);
+    /// Whether the database holds any service provider, MSP or organization.
+    fn has_tenants(&self) -> bool = read(tenants::has_tenants);
+    /// Creates a service provider (`Invalid` for an unknown package); returns its id.
+    fn create_service_provider(&self, sp: NewServiceProvider, now: i64) -> i64
+        = write(tenants::create_service_provider);
+    /// Creates an MSP; returns its id.
+    fn create_msp(&self, name: String, now: i64) -> i64 = write(tenants::create_msp);
+    /// Creates an organization with its default site and a customer key (`NotFound` for a
+    /// missing parent, `Invalid` for an unknown package).
+    fn create_organization(&self, parent: Parent, fields: OrgFields, now: i64)
+        -> CreatedOrganization = write(tenants::create_organization);
+    /// Deletes an organization with all its data; false if there is none.
+    fn delete_organization(&self, org: i64) -> bool = write(tenants::delete_organization);
+    /// The package of a service provider, if it exists.
+    fn service_provider_package(&self, sp: i64) -> Option<i64>
+        = read(customers::service_provider_package);
+    /// Issues another customer key for the organization.
+    fn create_customer_key(&self, org: i64, now: i64) -> String
+        = write_org[org](tenants::create_customer_key);
+    /// The organization's customer keys, revoked ones included.
+    fn list_customer_keys(&self, org: i64) -> Vec<CustomerKeyInfo>
+        = snapshot(tenants::list_customer_keys);
+    /// Revokes one live key; false if there was none of that value.
+    fn revoke_customer_key(&self, key: String, now: i64) -> bool
+        = write(tenants::revoke_customer_key);
+    /// Revokes every live key of the organization and issues a new one; returns it and the
+    /// revoked ones.
+    fn rotate_customer_key(&self, org: i64, now: i64) -> (String, Vec<String>)
+        = write_org[org](tenants::rotate_customer_key);
+    /// Stores a management credential for the scope (`NotFound` if its owner does not exist).
+    fn create_credential(&self, scope: Scope, credential: NewCredential, now: i64) -> ()
+        = write(tenants::create_credential);
+    /// Every credential (never a secret or its hash).
+    fn list_credentials(&self) -> Vec<CredentialInfo> = read(tenants::list_credentials);
+    /// Revokes a live credential; false if there was none with that key.
+    fn revoke_credential(&self, api_key: String, now: i64) -> bool
+        = write(tenants::revoke_credential);
+    /// Creates the demo world in one transaction if the database holds no tenant yet; `None`
+    /// if it already does.
+    fn create_demo_world(&self, world: DemoWorld, now: i64) -> Option<DemoIds>
+        = write(demo::create_world);
+    /// Every service provider, ordered by id.
+    fn list_service_providers(&self) -> Vec<ServiceProviderInfo>
+        = read(tenants::list_service_providers);
+    /// Every MSP, ordered by id.
+    fn list_msps(&self) -> Vec<MspInfo> = read(tenants::list_msps);
+    /// Every organization, ordered by id.
+    fn list_organizations(&self) -> Vec<OrganizationInfo> = read(tenants::list_organizations);
+    /// Deletes a service provider that has no customers left (`Conflict` if it has, `NotFound`
+    /// if there is none), with its credentials.
+    fn delete_service_provider(&self, sp: i64) -> () = write(tenants::delete_service_provider);
+    /// Deletes an MSP that has no customers left (`Conflict`, `NotFound`), with its
+    /// credentials.
+    fn delete_msp(&self, msp: i64) -> () = write(tenants::delete_msp);
+
+    // ------------------------------------------------------------ customers
+
+    /// A service provider's record with its derived fields.
+    fn service_provider(&self, sp: i64) -> Option<ServiceProviderRecord>
+        = read(customers::service_provider);
+    /// One page of a parent's customers, ordered by id.
+    fn list_customers(&self, parent: Parent, limit: i64, offset: i64) -> Vec<CustomerRecord>
+        = read(customers::list);
+    /// One customer of the parent.
+    fn get_customer(&self, parent: Parent, customer: i64) -> Option<CustomerRecord>
+        = read(customers::get);
+    /// Creates a customer (`Invalid` naming `packageId` for an unknown package).
+    fn create_customer(&self, parent: Parent, fields: OrgFields, now: i64) -> CustomerRecord
+        = write(customers::create);
+    /// Replaces a customer's fields (`NotFound`, `Invalid`).
+    fn update_customer(&self, parent: Parent, customer: i64, fields: OrgFields, now: i64)
+        -> CustomerRecord = write(customers::update);
+    /// Deletes a customer's organization with all its data; returns the record as it was.
+    fn delete_customer(&self, parent: Parent, customer: i64) -> CustomerRecord
+        = write(customers::delete);
+    /// Every package, ordered by id.
+    fn list_packages(&self) -> Vec<Package> = read(customers::list_packages);
+    /// Whether `id` names a package.
+    fn package_exists(&self, id: i64) -> bool = read(tenants::package_exists);
+
+    // ------------------------------------------------------------ the allow list
+
+    /// Adds a (normalised) name to the organization's allow list; false if it was there.
+    fn allow_add(&self, org: i64, name: String, now: i64) -> bool = write_org[org](allow::add);
+    /// Removes a name from the allow list; false if it was not there.
+    fn allow_remove(&self, org: i64, name: String) -> bool = write_org[org](allow::remove);
+    /// The allow list, by name.
+    fn allow_list(&self, org: i64) -> Vec<String> = snapshot(allow::list);
+
     // ------------------------------------------------------------ sites
 
     /// One page of the organization's sites, ordered by `siteId`.

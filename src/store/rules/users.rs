@@ -1,6 +1,7 @@
 //! Users and the built-in roles: a user's role must exist, and its e-mail address is unique in
 //! its organization, ignoring case.
 
+use super::One;
 use super::{conflict, found, invalid, written, TxResult};
 use crate::store::model::*;
 use crate::store::Result;
@@ -15,13 +16,7 @@ pub(crate) trait Users {
     /// Inserts an active user without two-factor authentication who never logged in; `None`
     /// when the organization has a user with that e-mail address, ignoring ASCII case (found by
     /// the unique index, against concurrent creations too).
-    async fn insert_user(
-        &self,
-        org: i64,
-        f: &UserFields,
-        hash: &str,
-        now: i64,
-    ) -> Result<Option<i64>>;
+    async fn insert_user(&self, org: i64, f: &UserFields, hash: &str, now: i64) -> One<i64>;
     async fn delete_user_row(&self, org: i64, id: i64) -> Result<()>;
     /// One page of the built-in roles, ordered by id.
     async fn roles(&self, limit: i64, offset: i64) -> Result<Vec<Role>>;

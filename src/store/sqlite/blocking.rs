@@ -8,22 +8,32 @@ use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::enforcement::domain::self_and_parents;
 use crate::store::model::*;
+use crate::store::rules::allow::Allow;
 use crate::store::Result;
 
-/// Adds a (normalised) name to the organization's allow list. False if it was there already.
-pub fn allow_add(conn: &Connection, org: i64, name: &str, now: i64) -> Result<bool> {
-    Ok(conn.execute(
-        "INSERT OR IGNORE INTO allow_list (organization_id, name, created_at) VALUES (?1, ?2, ?3)",
-        params![org, name, now],
-    )? > 0)
-}
+impl Allow for Connection {
+    async fn insert_allowed(&self, org: i64, name: &str, now: i64) -> Result<bool> {
+        Ok(self.execute(
+            "INSERT OR IGNORE INTO allow_list (organization_id, name, created_at)
+             VALUES (?1, ?2, ?3)",
+            params![org, name, now],
+        )? > 0)
+    }
 
-/// Removes a name from the allow list. False if it was not there.
-pub fn allow_remove(conn: &Connection, org: i64, name: &str) -> Result<bool> {
-    Ok(conn.execute(
-        "DELETE FROM allow_list WHERE organization_id = ?1 AND name = ?2",
-        params![org, name],
-    )? > 0)
+    async fn delete_allowed(&self, org: i64, name: &str) -> Result<bool> {
+        Ok(self.execute(
+            "DELETE FROM allow_list WHERE organization_id = ?1 AND name = ?2",
+            params![org, name],
+        )? > 0)
+    }
+
+    async fn allowed(&self, org: i64) -> Result<Vec<String>> {
+        allow_list(self, org)
+    }
+
+    async fn record_list_change(&self, org: i64) -> Result<()> {
+        super::tenants::record_list_change(self, org)
+    }
 }
 
 /// The allow list, by name.
@@ -103,6 +113,8 @@ pub fn effective(conn: &Connection, org: i64) -> Result<(Vec<String>, Vec<String
 mod tests {
     use super::super::tenants::create_organization;
     use super::*;
+    use crate::store::rules::allow;
+    use crate::store::sqlite::settle;
     use crate::store::{OrgFields, Parent};
 
     #[test]
@@ -125,9 +137,9 @@ mod tests {
             )
             .unwrap();
         }
-        assert!(allow_add(&c, org, "good.bad.example", 0).unwrap());
-        assert!(!allow_add(&c, org, "good.bad.example", 0).unwrap());
-        assert!(allow_add(&c, org, "safe.test", 0).unwrap());
+        assert!(settle(allow::add(&c, org, "good.bad.example".into(), 0)).unwrap());
+        assert!(!settle(allow::add(&c, org, "good.bad.example".into(), 0)).unwrap());
+        assert!(settle(allow::add(&c, org, "safe.test".into(), 0)).unwrap());
 
         let v = verdict(&c, org, "www.bad.example").unwrap();
         assert!(v.blocked);
@@ -143,8 +155,8 @@ mod tests {
         let (blocked, exceptions) = effective(&c, org).unwrap();
         assert_eq!(blocked, vec!["bad.example", "evil.test"]);
         assert_eq!(exceptions, vec!["good.bad.example"]);
-        assert!(allow_remove(&c, org, "safe.test").unwrap());
-        assert!(!allow_remove(&c, org, "safe.test").unwrap());
+        assert!(settle(allow::remove(&c, org, "safe.test".into())).unwrap());
+        assert!(!settle(allow::remove(&c, org, "safe.test".into())).unwrap());
         assert_eq!(allow_list(&c, org).unwrap(), vec!["good.bad.example"]);
         assert!(verdict(&c, org, "x.safe.test").unwrap().blocked);
     }

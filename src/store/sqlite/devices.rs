@@ -5,6 +5,8 @@ use rusqlite::{params, Connection, Row, ToSql};
 use super::tenants::new_origin;
 use crate::store::model::*;
 use crate::store::rules::devices::Devices;
+use crate::store::rules::devices::{appliance_json, Page, Roamer};
+use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
@@ -135,12 +137,7 @@ impl Devices for Connection {
         remove(self, "networks", "origin_id", org, &id)
     }
 
-    async fn roaming_computers(
-        &self,
-        org: i64,
-        filter: &RoamingFilter,
-        page: Option<(i64, i64)>,
-    ) -> Result<Vec<RoamingComputerRecord>> {
+    async fn roamers(&self, org: i64, filter: &RoamingFilter, page: Page) -> Rows<Roamer> {
         let sql = format!(
             "{ROAMING_SELECT} AND (?2 IS NULL OR status = ?2)
                 AND (?3 IS NULL OR last_sync < ?3) AND (?4 IS NULL OR last_sync > ?4)
@@ -162,15 +159,11 @@ impl Devices for Connection {
         Ok(rows.collect::<rusqlite::Result<_>>()?)
     }
 
-    async fn roaming_computer(
-        &self,
-        org: i64,
-        device: &str,
-    ) -> Result<Option<RoamingComputerRecord>> {
+    async fn roamer(&self, org: i64, device: &str) -> One<Roamer> {
         one_of(self, ROAMING_SELECT, "device_id", org, &device, roaming)
     }
 
-    async fn insert_roaming_computer(&self, org: i64, c: &NewRoamingComputer) -> Result<bool> {
+    async fn insert_roamer(&self, org: i64, c: &NewRoamingComputer) -> Result<bool> {
         let origin = new_origin(self, "roaming_computer")?;
         self.execute(
             "INSERT INTO roaming_computers (device_id, organization_id, origin_id, name, type,
@@ -196,7 +189,7 @@ impl Devices for Connection {
         Ok(true)
     }
 
-    async fn rename_roaming_computer_row(&self, org: i64, device: &str, name: &str) -> Result<()> {
+    async fn rename_roamer(&self, org: i64, device: &str, name: &str) -> Result<()> {
         self.execute(
             "UPDATE roaming_computers SET name = ?3 WHERE organization_id = ?1 AND device_id = ?2",
             params![org, device, name],
@@ -204,11 +197,11 @@ impl Devices for Connection {
         Ok(())
     }
 
-    async fn delete_roaming_computer_row(&self, org: i64, device: &str) -> Result<()> {
+    async fn delete_roamer(&self, org: i64, device: &str) -> Result<()> {
         remove(self, "roaming_computers", "device_id", org, &device)
     }
 
-    async fn appliances(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<ApplianceRecord>> {
+    async fn appliances(&self, org: i64, limit: i64, offset: i64) -> Rows<ApplianceRecord> {
         page_of(self, APPLIANCE_SELECT, org, limit, offset, appliance)
     }
 
@@ -218,8 +211,7 @@ impl Devices for Connection {
 
     async fn insert_appliance(&self, org: i64, a: &NewAppliance, now: i64) -> Result<i64> {
         let id = new_origin(self, "virtual_appliance")?;
-        let state = serde_json::to_string(&a.state).unwrap_or_else(|_| "{}".into());
-        let settings = serde_json::to_string(&a.settings).unwrap_or_else(|_| "{}".into());
+        let (state, settings) = appliance_json(a);
         self.execute(
             "INSERT INTO virtual_appliances (origin_id, organization_id, name, site_id,
                     is_upgradable, state, health, type, settings, created_at, modified_at,

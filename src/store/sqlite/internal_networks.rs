@@ -4,7 +4,9 @@ use rusqlite::{params, Connection, Row};
 
 use super::tenants;
 use crate::store::model::*;
+use crate::store::rules::internal_networks::Fields;
 use crate::store::rules::internal_networks::InternalNetworks;
+use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
@@ -26,29 +28,19 @@ fn record(r: &Row<'_>) -> rusqlite::Result<InternalNetworkRecord> {
 }
 
 impl InternalNetworks for Connection {
-    async fn internal_networks(
-        &self,
-        org: i64,
-        limit: i64,
-        offset: i64,
-    ) -> Result<Vec<InternalNetworkRecord>> {
+    async fn inets(&self, org: i64, limit: i64, offset: i64) -> Rows<InternalNetworkRecord> {
         let sql = format!(
             "{SELECT} WHERE n.organization_id = ?1 ORDER BY n.origin_id LIMIT ?2 OFFSET ?3"
         );
         super::owned_page(self, &sql, org, limit, offset, record)
     }
 
-    async fn internal_network(&self, org: i64, id: i64) -> Result<Option<InternalNetworkRecord>> {
+    async fn inet(&self, org: i64, id: i64) -> One<InternalNetworkRecord> {
         let sql = format!("{SELECT} WHERE n.organization_id = ?1 AND n.origin_id = ?2");
         super::owned_row(self, &sql, org, &id, record)
     }
 
-    async fn insert_internal_network(
-        &self,
-        org: i64,
-        f: &InternalNetworkFields,
-        now: i64,
-    ) -> Result<i64> {
+    async fn insert_inet(&self, org: i64, f: &Fields, now: i64) -> Result<i64> {
         let id = tenants::new_origin(self, "internal_network")?;
         self.execute(
             "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
@@ -67,13 +59,7 @@ impl InternalNetworks for Connection {
         Ok(id)
     }
 
-    async fn update_internal_network_row(
-        &self,
-        org: i64,
-        id: i64,
-        f: &InternalNetworkFields,
-        now: i64,
-    ) -> Result<()> {
+    async fn update_inet(&self, org: i64, id: i64, f: &Fields, now: i64) -> Result<()> {
         self.execute(
             "UPDATE internal_networks SET name = ?3, ip_address = ?4, prefix_length = ?5,
                 site_id = ?6, modified_at = ?7
@@ -91,7 +77,7 @@ impl InternalNetworks for Connection {
         Ok(())
     }
 
-    async fn delete_internal_network_row(&self, org: i64, id: i64) -> Result<()> {
+    async fn delete_inet(&self, org: i64, id: i64) -> Result<()> {
         self.execute(
             "DELETE FROM internal_networks WHERE organization_id = ?1 AND origin_id = ?2",
             params![org, id],

@@ -4,6 +4,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use crate::store::model::*;
 use crate::store::rules::users::Users;
+use crate::store::rules::One;
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
@@ -45,13 +46,7 @@ impl Users for Connection {
             .is_some())
     }
 
-    async fn insert_user(
-        &self,
-        org: i64,
-        f: &UserFields,
-        hash: &str,
-        now: i64,
-    ) -> Result<Option<i64>> {
+    async fn insert_user(&self, org: i64, f: &UserFields, hash: &str, now: i64) -> One<i64> {
         // The single writer: nothing can take the address between this look and the insert.
         let taken = self
             .prepare_cached(
