@@ -90,8 +90,6 @@ operations! {
 
     // ------------------------------------------------------------ enforcement on the appliance
 
-    /// Is `name` (normalised) blocked for the organization, and why.
-    fn verdict(&self, org: i64, name: String) -> Verdict;
     /// The effective block list (listed names the allow list does not cover, in list order) and
     /// the allow-listed names under a listed one, from one snapshot. A long read no request waits
     /// for: an engine that can runs it at a background priority.

@@ -575,6 +575,52 @@ fn the_allow_list_records_its_changes_and_needs_its_organization() {
 }
 
 #[test]
+fn a_verdict_names_the_nearest_listed_and_allowing_names_and_the_allow_list_wins() {
+    on_each_engine("verdict", |s| async move {
+        let a = organization(&s, "a").await;
+        let b = organization(&s, "b").await;
+        let listed = |names: &[&str]| {
+            let batch = PreparedBatch::new(
+                names
+                    .iter()
+                    .map(|n| PreparedEvent {
+                        domain: n.to_string(),
+                        listed: true,
+                    })
+                    .collect(),
+                "[{}]".into(),
+            );
+            Ingest {
+                key: CustomerKey::parse(&a.customer_key).unwrap(),
+                batch_id: uuid::Uuid::new_v4(),
+                now: 1,
+                batch,
+                new_domain_budget: None,
+            }
+        };
+        let stored = s
+            .ingest(listed(&["bad.example", "x.bad.example"]))
+            .await
+            .unwrap();
+        assert!(matches!(stored, Ingested::Stored { added: 2 }));
+        let v = s.verdict(a.id, "www.x.bad.example".into()).await.unwrap();
+        assert_eq!(v.listed_as.as_deref(), Some("x.bad.example"));
+        assert!(v.blocked && v.allowed_by.is_none());
+        s.allow_add(a.id, "bad.example".into(), 2).await.unwrap();
+        s.allow_add(a.id, "x.bad.example".into(), 2).await.unwrap();
+        let v = s.verdict(a.id, "www.x.bad.example".into()).await.unwrap();
+        assert_eq!(v.allowed_by.as_deref(), Some("x.bad.example"));
+        assert!(!v.blocked);
+        let v = s.verdict(a.id, "unlisted.example".into()).await.unwrap();
+        assert!(!v.blocked && v.listed_as.is_none());
+        let v = s.verdict(b.id, "bad.example".into()).await.unwrap();
+        assert!(!v.blocked && v.listed_as.is_none());
+        let e = s.verdict(a.id + 1000, "bad.example".into()).await;
+        assert!(matches!(e, Err(StoreError::NotFound)));
+    });
+}
+
+#[test]
 fn the_demo_world_is_made_once_and_only_into_a_database_without_tenants() {
     on_each_engine("demo", |s| async move {
         let org = |name: &str| DemoOrganization {

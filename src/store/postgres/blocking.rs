@@ -1,7 +1,8 @@
 //! The allow list's statements on PostgreSQL (its rules: `rules::allow`).
 
 use super::Db;
-use crate::store::rules::allow::Allow;
+use crate::store::rules::allow::{Allow, List};
+use crate::store::rules::Rows;
 use crate::store::Result;
 
 impl Allow for Db {
@@ -32,6 +33,23 @@ impl Allow for Db {
                 "SELECT name FROM allow_list WHERE organization_id = $1 ORDER BY name COLLATE \"C\"",
                 &[&org],
             )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
+    async fn present(&self, org: i64, list: List, names: &[&str]) -> Rows<String> {
+        let sql = match list {
+            List::Listed => {
+                "SELECT name FROM domains WHERE organization_id = $1 AND name = ANY($2)"
+            }
+            List::Allowed => {
+                "SELECT name FROM allow_list WHERE organization_id = $1 AND name = ANY($2)"
+            }
+        };
+        Ok(self
+            .rows(sql, &[&org, &names])
             .await?
             .iter()
             .map(|r| r.get(0))

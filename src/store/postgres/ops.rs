@@ -721,41 +721,6 @@ impl Backend for Postgres {
 
     // ------------------------------------------------------------ enforcement on the appliance
 
-    async fn verdict(&self, org: i64, name: String) -> Result<Verdict> {
-        self.snapshot(move |db| {
-            Box::pin(async move {
-                if !organization_exists(db, org).await? {
-                    return Err(StoreError::NotFound);
-                }
-                let candidates: Vec<&str> = self_and_parents(&name).collect();
-                let first = async |table: &str| -> Result<Option<String>> {
-                    let sql = format!(
-                        "SELECT name FROM {table} WHERE organization_id = $1 AND name = ANY($2)"
-                    );
-                    let hits: Vec<String> = db
-                        .rows(&sql, &[&org, &candidates])
-                        .await?
-                        .iter()
-                        .map(|r| r.get(0))
-                        .collect();
-                    Ok(candidates
-                        .iter()
-                        .find(|c| hits.iter().any(|h| h == *c))
-                        .map(|c| c.to_string()))
-                };
-                let listed_as = first("domains").await?;
-                let allowed_by = first("allow_list").await?;
-                Ok(Verdict {
-                    name: name.clone(),
-                    blocked: listed_as.is_some() && allowed_by.is_none(),
-                    listed_as,
-                    allowed_by,
-                })
-            })
-        })
-        .await
-    }
-
     async fn effective_block_list(&self, org: i64) -> Result<(Vec<String>, Vec<String>)> {
         self.snapshot(move |db| {
             Box::pin(async move {

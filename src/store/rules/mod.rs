@@ -224,6 +224,8 @@ managed! {
     fn allow_remove(&self, org: i64, name: String) -> bool = write_org[org](allow::remove);
     /// The allow list, by name.
     fn allow_list(&self, org: i64) -> Vec<String> = snapshot(allow::list);
+    /// Is `name` (normalised) blocked for the organization, and why.
+    fn verdict(&self, org: i64, name: String) -> Verdict = snapshot(allow::verdict);
 
     // ------------------------------------------------------------ sites
 

@@ -140,16 +140,6 @@ impl Backend for Sqlite {
 
     // ------------------------------------------------------------ enforcement on the appliance
 
-    async fn verdict(&self, org: i64, name: String) -> Result<Verdict> {
-        self.read(move |c| {
-            if !tenants::organization_exists(c, org)? {
-                return Err(StoreError::NotFound);
-            }
-            blocking::verdict(c, org, &name)
-        })
-        .await
-    }
-
     async fn domain_counts(&self, limit: i64) -> Result<(i64, Vec<(i64, i64)>)> {
         self.read(move |c| domains::counts_per_organization(c, limit))
             .await
