@@ -73,7 +73,7 @@ pub async fn run(
     )
     .await
     .map_err(|e| match &config.database {
-        Some(url) => format!("{}: {e}", crate::store::postgres::redact(url)),
+        Some(url) => format!("{}: {e}", crate::store::redact(url)),
         None => format!("{}: {e}", config.db_path().display()),
     })?;
     log::info!("storage: {}", store.describe());

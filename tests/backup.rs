@@ -87,10 +87,7 @@ fn backup_while_serving_restores_into_a_fresh_directory() {
     let out = out_dir.path().join("parasol-backup.db");
     let b = json_of(&backup(dir.path(), &out));
     assert!(b["bytes"].as_u64().unwrap() > 0, "{b}");
-    assert_eq!(
-        b["schemaVersion"],
-        parasol::store::sqlite::migrate::SCHEMA_VERSION
-    );
+    assert_eq!(b["schemaVersion"], parasol::store::SCHEMA_VERSION);
     post("after.example");
 
     // The server holds the directory: restore and a second server refuse it.

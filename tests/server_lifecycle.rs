@@ -244,12 +244,8 @@ async fn a_database_from_a_newer_binary_is_refused() {
     let dir = TempDir::new();
     {
         let c = open_db(&dir.path().join("parasol.db"));
-        c.pragma_update(
-            None,
-            "user_version",
-            parasol::store::sqlite::migrate::SCHEMA_VERSION + 1,
-        )
-        .unwrap();
+        c.pragma_update(None, "user_version", parasol::store::SCHEMA_VERSION + 1)
+            .unwrap();
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let config = parasol::config::ServerConfig::new(dir.path());
@@ -609,7 +605,7 @@ async fn a_version_1_data_directory_is_upgraded_on_start() {
         .db()
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, parasol::store::sqlite::migrate::SCHEMA_VERSION);
+    assert_eq!(version, parasol::store::SCHEMA_VERSION);
 
     let r = s
         .post_json(

@@ -64,13 +64,13 @@ pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
 }
 
 /// The disk's commit latency, the floor under a durable write's: for `duration`, appends of one
-/// page (`parasol::store::sqlite::DB_PAGE_BYTES` bytes) to a file, each followed by fsync, as a WAL commit
+/// page (`parasol::store::DB_PAGE_BYTES` bytes) to a file, each followed by fsync, as a WAL commit
 /// does. Every 202 of the server waits for at least one of these.
 pub fn fsync_latency(dir: &Path, duration: Duration) -> Result<crate::load::Stats, String> {
     use std::io::Write;
     let path = dir.join("fsync-probe");
     let mut f = std::fs::File::create(&path).map_err(|e| format!("{path:?}: {e}"))?;
-    let page = vec![0x5au8; parasol::store::sqlite::DB_PAGE_BYTES as usize];
+    let page = vec![0x5au8; parasol::store::DB_PAGE_BYTES as usize];
     let mut stats = crate::load::Stats::default();
     let start = Instant::now();
     while start.elapsed() < duration {
@@ -167,7 +167,7 @@ const INSERT_DOMAIN: &str =
 fn ceiling_db(path: &Path) -> Result<rusqlite::Connection, String> {
     let conn = rusqlite::Connection::open(path).map_err(|e| e.to_string())?;
     let err = |e: rusqlite::Error| e.to_string();
-    conn.pragma_update(None, "page_size", parasol::store::sqlite::DB_PAGE_BYTES)
+    conn.pragma_update(None, "page_size", parasol::store::DB_PAGE_BYTES)
         .map_err(err)?;
     conn.pragma_update(None, "journal_mode", "WAL")
         .map_err(err)?;

@@ -91,7 +91,7 @@ pub fn prepare(db: &Path, list_domains: u64) -> Result<World, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let store =
-        Store::open_sqlite(db, parasol::store::sqlite::Role::Server).map_err(|e| e.to_string())?;
+        Store::open_sqlite(db, parasol::store::OpenRole::Server).map_err(|e| e.to_string())?;
     let world = runtime.block_on(preload(&store, list_domains));
     // Closing checkpoints the whole WAL into the database file and truncates it.
     store.close();

@@ -30,7 +30,7 @@ fn with_database(url: &str, name: &str) -> String {
 
 /// `url` without its password, for the table.
 fn redacted(url: &str) -> String {
-    parasol::store::postgres::redact(url)
+    parasol::store::redact(url)
 }
 
 async fn connect(url: &str) -> Result<Client, String> {

@@ -705,7 +705,7 @@ fn run_in(
     let mut r = Row::new(
         format!(
             "append {} KiB + fsync, one at a time",
-            parasol::store::sqlite::DB_PAGE_BYTES / 1024
+            parasol::store::DB_PAGE_BYTES / 1024
         ),
         "fsyncs/s",
         &fsync,

@@ -49,7 +49,7 @@ fn refuse_postgres(database: &Option<String>, what: &str) -> Result<(), String> 
             "{}: parasol {what} is for the SQLite database of a data directory; back up and \
              restore PostgreSQL with its own tools (pg_dump/pg_restore, or base backups with WAL \
              archiving)",
-            crate::store::postgres::redact(url)
+            crate::store::redact(url)
         )),
         None => Ok(()),
     }
@@ -59,7 +59,7 @@ pub fn backup(c: BackupCmd) -> Result<Value, String> {
     refuse_postgres(&c.database, "backup")?;
     let db = c.data_dir.join("parasol.db");
     let started = std::time::Instant::now();
-    let info = crate::store::sqlite::backup::backup(&db, &c.output)?;
+    let info = crate::store::backup(&db, &c.output)?;
     Ok(json!({
         "database": db,
         "output": c.output,
@@ -74,7 +74,7 @@ pub fn restore(c: RestoreCmd) -> Result<Value, String> {
     // Held until the restore is done: no server can start on the directory meanwhile.
     let lock = crate::datadir::lock(&c.data_dir).map_err(|e| e.to_string())?;
     let db = c.data_dir.join("parasol.db");
-    let info = crate::store::sqlite::backup::restore(&db, &c.input)?;
+    let info = crate::store::restore(&db, &c.input)?;
     drop(lock);
     Ok(json!({
         "database": db,

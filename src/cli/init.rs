@@ -5,8 +5,7 @@
 use argh::{ArgsInfo, FromArgs};
 use serde_json::{json, Value};
 
-use crate::store::sqlite::migrate::SCHEMA_VERSION;
-use crate::store::{OpenRole, Store};
+use crate::store::{OpenRole, Store, SCHEMA_VERSION};
 
 store_command! {
     /// Create the data directory and an empty database, or with --database the Parasol schema in an
@@ -37,7 +36,7 @@ pub fn init(cmd: InitCmd) -> Result<Value, String> {
         });
         let created = created.map_err(|e| super::open_error(&cmd.data_dir, Some(url), e))?;
         return Ok(json!({
-            "database": crate::store::postgres::redact(url),
+            "database": crate::store::redact(url),
             "created": created,
             "schemaVersion": SCHEMA_VERSION,
         }));

@@ -47,7 +47,7 @@ pub fn migrate(c: MigrateCmd) -> Result<Value, String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start: {e}"))?;
-    let redacted = crate::store::postgres::redact(&c.to);
+    let redacted = crate::store::redact(&c.to);
     let terminal = std::io::stdout().is_terminal();
     let started = Instant::now();
     let mut last = Instant::now() - Duration::from_secs(1);

@@ -174,7 +174,7 @@ pub(crate) fn with_store<T>(
 pub(crate) fn open_error(data_dir: &Path, database: Option<&str>, e: StoreError) -> String {
     match (e, database) {
         (e @ (StoreError::NoDatabase(_) | StoreError::NoSchema(_)), _) => e.to_string(),
-        (e, Some(url)) => format!("{}: {e}", crate::store::postgres::redact(url)),
+        (e, Some(url)) => format!("{}: {e}", crate::store::redact(url)),
         (e, None) => format!("{}: {e}", data_dir.join("parasol.db").display()),
     }
 }

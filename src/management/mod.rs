@@ -155,8 +155,8 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn writes_to_an_organization_deleted_after_the_scope_check_are_404() {
         let dir = crate::testdir::TempDir::new("mgmt-race");
-        let store = Store::open_sqlite(&dir.join("parasol.db"), crate::store::sqlite::Role::Server)
-            .unwrap();
+        let store =
+            Store::open_sqlite(&dir.join("parasol.db"), crate::store::OpenRole::Server).unwrap();
         let f = OrgFields {
             name: "o".into(),
             seats: 1,

@@ -6,16 +6,19 @@
 //! `StoreError`, which says what the caller should answer (404, 409, 400, 503 or 500) without
 //! any HTTP type: transactions, their checks and their faults stay inside.
 //!
-//! The line between what every backend shares and what is one engine's own runs here:
-//! - shared: this module (the operations, listed once in `operations!` below, which declares
-//!   both the `Backend` trait and `Store`'s methods), `model` and `error`;
-//! - SQLite's own: everything under `sqlite/`: the SQL, connections and pragmas, the writer
-//!   thread with its group commit, the checkpointer, the WAL's handling, migrations of
-//!   `schema.sql`, backup and restore.
-//!
-//! - PostgreSQL's own: everything under `postgres/`: the connection URL and TLS, the pool, the
-//!   SQL, its concurrency (several nodes on one database) and the migrations of
-//!   `schema-postgres.sql`.
+//! The store is built in layers (docs/architecture.md tells why):
+//! - the operations: `Store`'s methods. The management ones are declared in `rules::managed!`,
+//!   each with its rule; the enforcement interface's hot path (ingest, the list's pages,
+//!   deletes, the purge, the effective block list, list changes) in `operations!` below, which
+//!   declares the `Backend` trait each engine implements on its own;
+//! - the rules (`rules/<resource>.rs`): every check, conflict rule, derived field and message,
+//!   written once over each resource's statement trait;
+//! - the statements, per engine and per resource in the same layout on both sides:
+//!   `sqlite/<resource>.rs` (inside SQLite's single writer) and `postgres/<resource>.rs` (with
+//!   the row and advisory locks that hold a check against other nodes). Beside them each
+//!   engine's module holds what only it has: SQLite's connections, writer, checkpointer,
+//!   migrations, backup and restore; PostgreSQL's URL and TLS, pool and migrations. Both
+//!   modules are private: what the rest of Parasol needs of them is re-exported here.
 //!
 //! Only this module's files speak to a database crate (a test holds the rest of `src/` to that).
 
@@ -23,14 +26,21 @@ mod error;
 mod health;
 pub mod metrics;
 pub mod model;
-pub mod postgres;
-pub mod sqlite;
+mod postgres;
+mod rules;
+mod sqlite;
+#[cfg(test)]
+mod suite;
 pub mod transfer;
 
 pub(crate) use error::ErrorClass;
 pub use error::{Fault, FaultKind, Result, StoreError};
 pub use metrics::{StorageStats, StoreMetrics};
 pub use model::*;
+pub use postgres::{redact, DatabaseUrl};
+pub use sqlite::backup::{backup, restore, BackupInfo, RestoreInfo};
+pub use sqlite::migrate::SCHEMA_VERSION;
+pub use sqlite::DB_PAGE_BYTES;
 
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
@@ -80,157 +90,8 @@ operations! {
     /// Every listed name of the organization, in list order (operators and tests).
     fn listed_names(&self, org: i64) -> Vec<String>;
 
-    // ------------------------------------------------------------ tenants and credentials
-
-    /// A live management credential by its API key.
-    fn find_credential(&self, api_key: String) -> Option<StoredCredential>;
-    /// Whether the organization exists and the scope reaches it.
-    fn organization_visible(&self, scope: Scope, org: i64) -> bool;
-    /// Whether the scope's provider, MSP or organization exists.
-    fn scope_exists(&self, scope: Scope) -> bool;
-    /// Whether the database holds any service provider, MSP or organization.
-    fn has_tenants(&self) -> bool;
-    /// Creates a service provider (`Invalid` for an unknown package); returns its id.
-    fn create_service_provider(&self, sp: NewServiceProvider, now: i64) -> i64;
-    /// Creates an MSP; returns its id.
-    fn create_msp(&self, name: String, now: i64) -> i64;
-    /// Creates an organization with its default site and a customer key (`NotFound` for a
-    /// missing parent, `Invalid` for an unknown package).
-    fn create_organization(&self, parent: Parent, fields: OrgFields, now: i64) -> CreatedOrganization;
-    /// Deletes an organization with all its data; false if there is none.
-    fn delete_organization(&self, org: i64) -> bool;
-    /// The package of a service provider, if it exists.
-    fn service_provider_package(&self, sp: i64) -> Option<i64>;
-    /// Issues another customer key for the organization.
-    fn create_customer_key(&self, org: i64, now: i64) -> String;
-    /// The organization's customer keys, revoked ones included.
-    fn list_customer_keys(&self, org: i64) -> Vec<CustomerKeyInfo>;
-    /// Revokes one live key; false if there was none of that value.
-    fn revoke_customer_key(&self, key: String, now: i64) -> bool;
-    /// Revokes every live key of the organization and issues a new one; returns it and the
-    /// revoked ones.
-    fn rotate_customer_key(&self, org: i64, now: i64) -> (String, Vec<String>);
-    /// Stores a management credential for the scope (`NotFound` if its owner does not exist).
-    fn create_credential(&self, scope: Scope, credential: NewCredential, now: i64) -> ();
-    /// Every credential (never a secret or its hash).
-    fn list_credentials(&self) -> Vec<CredentialInfo>;
-    /// Revokes a live credential; false if there was none with that key.
-    fn revoke_credential(&self, api_key: String, now: i64) -> bool;
-    /// Creates the demo world in one transaction if the database holds no tenant yet; `None`
-    /// if it already does.
-    fn create_demo_world(&self, world: DemoWorld, now: i64) -> Option<DemoIds>;
-    /// Every service provider, ordered by id.
-    fn list_service_providers(&self) -> Vec<ServiceProviderInfo>;
-    /// Every MSP, ordered by id.
-    fn list_msps(&self) -> Vec<MspInfo>;
-    /// Every organization, ordered by id.
-    fn list_organizations(&self) -> Vec<OrganizationInfo>;
-    /// Deletes a service provider that has no customers left (`Conflict` if it has, `NotFound`
-    /// if there is none), with its credentials.
-    fn delete_service_provider(&self, sp: i64) -> ();
-    /// Deletes an MSP that has no customers left (`Conflict`, `NotFound`), with its
-    /// credentials.
-    fn delete_msp(&self, msp: i64) -> ();
-
-    // ------------------------------------------------------------ customers
-
-    /// A service provider's record with its derived fields.
-    fn service_provider(&self, sp: i64) -> Option<ServiceProviderRecord>;
-    /// One page of a parent's customers, ordered by id.
-    fn list_customers(&self, parent: Parent, limit: i64, offset: i64) -> Vec<CustomerRecord>;
-    /// One customer of the parent.
-    fn get_customer(&self, parent: Parent, customer: i64) -> Option<CustomerRecord>;
-    /// Creates a customer (`Invalid` naming `packageId` for an unknown package).
-    fn create_customer(&self, parent: Parent, fields: OrgFields, now: i64) -> CustomerRecord;
-    /// Replaces a customer's fields (`NotFound`, `Invalid`).
-    fn update_customer(&self, parent: Parent, customer: i64, fields: OrgFields, now: i64) -> CustomerRecord;
-    /// Deletes a customer's organization with all its data; returns the record as it was.
-    fn delete_customer(&self, parent: Parent, customer: i64) -> CustomerRecord;
-    /// Every package, ordered by id.
-    fn list_packages(&self) -> Vec<Package>;
-    /// Whether `id` names a package.
-    fn package_exists(&self, id: i64) -> bool;
-
-    // ------------------------------------------------------------ networks
-
-    fn list_networks(&self, org: i64, limit: i64, offset: i64) -> Vec<NetworkRecord>;
-    fn get_network(&self, org: i64, id: i64) -> Option<NetworkRecord>;
-    /// Deletes a network (`NotFound`); returns it as it was.
-    fn delete_network(&self, org: i64, id: i64) -> NetworkRecord;
-    /// Registers a network (operators and the demo; devices register them with the cloud).
-    fn register_network(&self, org: i64, network: NewNetwork, now: i64) -> NetworkRecord;
-
-    // ------------------------------------------------------------ roaming computers
-
-    fn list_roaming_computers(&self, org: i64, filter: RoamingFilter, limit: i64, offset: i64) -> Vec<RoamingComputerRecord>;
-    fn get_roaming_computer(&self, org: i64, device: String) -> Option<RoamingComputerRecord>;
-    /// Renames a roaming computer (`NotFound`).
-    fn rename_roaming_computer(&self, org: i64, device: String, name: String) -> RoamingComputerRecord;
-    /// Deletes a roaming computer (`NotFound`); returns it as it was.
-    fn delete_roaming_computer(&self, org: i64, device: String) -> RoamingComputerRecord;
-    /// Registers a roaming computer (`Conflict` if the organization has that device already).
-    fn register_roaming_computer(&self, org: i64, computer: NewRoamingComputer) -> RoamingComputerRecord;
-
-    // ------------------------------------------------------------ internal networks
-
-    fn list_internal_networks(&self, org: i64, limit: i64, offset: i64) -> Vec<InternalNetworkRecord>;
-    fn get_internal_network(&self, org: i64, id: i64) -> Option<InternalNetworkRecord>;
-    /// Creates an internal network (`Invalid` naming `siteId` for a site not of the
-    /// organization).
-    fn create_internal_network(&self, org: i64, fields: InternalNetworkFields, now: i64) -> InternalNetworkRecord;
-    /// Replaces an internal network's fields (`NotFound`, `Invalid`).
-    fn update_internal_network(&self, org: i64, id: i64, fields: InternalNetworkFields, now: i64) -> InternalNetworkRecord;
-    /// Deletes an internal network (`NotFound`); returns it as it was.
-    fn delete_internal_network(&self, org: i64, id: i64) -> InternalNetworkRecord;
-
-    // ------------------------------------------------------------ virtual appliances
-
-    fn list_appliances(&self, org: i64, limit: i64, offset: i64) -> Vec<ApplianceRecord>;
-    fn get_appliance(&self, org: i64, id: i64) -> Option<ApplianceRecord>;
-    /// Moves an appliance to another site of the organization (`NotFound`, `Invalid`).
-    fn move_appliance(&self, org: i64, id: i64, site: i64, now: i64) -> ApplianceRecord;
-    /// Deletes an appliance (`NotFound`); returns it as it was.
-    fn delete_appliance(&self, org: i64, id: i64) -> ApplianceRecord;
-    /// Registers an appliance in one of the organization's sites (`Invalid` naming `siteId`).
-    fn register_appliance(&self, org: i64, appliance: NewAppliance, now: i64) -> ApplianceRecord;
-
-    // ------------------------------------------------------------ sites
-
-    fn list_sites(&self, org: i64, limit: i64, offset: i64) -> Vec<SiteRecord>;
-    fn get_site(&self, org: i64, id: i64) -> Option<SiteRecord>;
-    fn create_site(&self, org: i64, name: String, now: i64) -> SiteRecord;
-    /// Renames a site (`NotFound`).
-    fn rename_site(&self, org: i64, id: i64, name: String, now: i64) -> SiteRecord;
-    /// Deletes a site unless it is the default site or still holds internal networks or virtual
-    /// appliances (`Conflict`); returns it as it was.
-    fn delete_site(&self, org: i64, id: i64) -> SiteRecord;
-    /// The organization's default site.
-    fn default_site(&self, org: i64) -> Option<i64>;
-
-    // ------------------------------------------------------------ users and roles
-
-    fn list_users(&self, org: i64, limit: i64, offset: i64) -> Vec<UserRecord>;
-    fn get_user(&self, org: i64, id: i64) -> Option<UserRecord>;
-    /// Whether `id` names a role.
-    fn role_exists(&self, id: i64) -> bool;
-    /// Creates a user with an already hashed password (`Conflict` when the e-mail address is
-    /// taken in the organization, ignoring case; `Invalid` for an unknown role).
-    fn create_user(&self, org: i64, fields: UserFields, password_hash: String, now: i64) -> UserRecord;
-    /// Deletes a user (`NotFound`); returns the record as it was.
-    fn delete_user(&self, org: i64, id: i64) -> UserRecord;
-    /// One page of the built-in roles, ordered by id.
-    fn list_roles(&self, limit: i64, offset: i64) -> Vec<Role>;
-
     // ------------------------------------------------------------ enforcement on the appliance
 
-    /// Adds a (normalised) name to the organization's allow list; false if it was there.
-    fn allow_add(&self, org: i64, name: String, now: i64) -> bool;
-    /// Removes a name from the allow list; false if it was not there.
-    fn allow_remove(&self, org: i64, name: String) -> bool;
-    /// The allow list, by name.
-    fn allow_list(&self, org: i64) -> Vec<String>;
-    /// Is `name` (normalised) blocked for the organization, and why.
-    fn verdict(&self, org: i64, name: String) -> Verdict;
     /// The effective block list (listed names the allow list does not cover, in list order) and
     /// the allow-listed names under a listed one, from one snapshot. A long read no request waits
     /// for: an engine that can runs it at a background priority.

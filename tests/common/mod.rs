@@ -22,7 +22,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::HeaderMap;
 use hyper_util::rt::TokioIo;
 use parasol::config::{ServerConfig, TlsSource};
-use parasol::store::sqlite::Role;
+use parasol::store::OpenRole as Role;
 use parasol::store::{OrgFields, Parent, Scope, Store};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};

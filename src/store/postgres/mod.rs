@@ -13,9 +13,17 @@
 //! change it guards cannot be separated by another node's write, as the single writer guarantees
 //! on SQLite. A deadlock or serialization failure the server reports is a `Busy` fault (503).
 
+mod blocking;
+mod customers;
+mod devices;
 pub mod import;
+mod internal_networks;
 pub mod migrate;
 mod ops;
+mod rows;
+mod sites;
+mod tenants;
+mod users;
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -7,23 +7,53 @@
 use rusqlite::{params, Connection, OptionalExtension};
 
 use crate::names::self_and_parents;
-use crate::store::model::*;
+use crate::store::rules::allow::{Allow, List};
+use crate::store::rules::Rows;
 use crate::store::Result;
 
-/// Adds a (normalised) name to the organization's allow list. False if it was there already.
-pub fn allow_add(conn: &Connection, org: i64, name: &str, now: i64) -> Result<bool> {
-    Ok(conn.execute(
-        "INSERT OR IGNORE INTO allow_list (organization_id, name, created_at) VALUES (?1, ?2, ?3)",
-        params![org, name, now],
-    )? > 0)
-}
+impl Allow for Connection {
+    async fn insert_allowed(&self, org: i64, name: &str, now: i64) -> Result<bool> {
+        Ok(self.execute(
+            "INSERT OR IGNORE INTO allow_list (organization_id, name, created_at)
+             VALUES (?1, ?2, ?3)",
+            params![org, name, now],
+        )? > 0)
+    }
 
-/// Removes a name from the allow list. False if it was not there.
-pub fn allow_remove(conn: &Connection, org: i64, name: &str) -> Result<bool> {
-    Ok(conn.execute(
-        "DELETE FROM allow_list WHERE organization_id = ?1 AND name = ?2",
-        params![org, name],
-    )? > 0)
+    async fn delete_allowed(&self, org: i64, name: &str) -> Result<bool> {
+        Ok(self.execute(
+            "DELETE FROM allow_list WHERE organization_id = ?1 AND name = ?2",
+            params![org, name],
+        )? > 0)
+    }
+
+    async fn allowed(&self, org: i64) -> Result<Vec<String>> {
+        allow_list(self, org)
+    }
+
+    async fn record_list_change(&self, org: i64) -> Result<()> {
+        super::tenants::record_list_change(self, org)
+    }
+
+    async fn present(&self, org: i64, list: List, names: &[&str]) -> Rows<String> {
+        let table = match list {
+            List::Listed => "domains",
+            List::Allowed => "allow_list",
+        };
+        let sql = format!("SELECT 1 FROM {table} WHERE organization_id = ?1 AND name = ?2");
+        let mut stmt = self.prepare_cached(&sql)?;
+        let mut hits = Vec::new();
+        for name in names {
+            if stmt
+                .query_row(params![org, name], |_| Ok(()))
+                .optional()?
+                .is_some()
+            {
+                hits.push(name.to_string());
+            }
+        }
+        Ok(hits)
+    }
 }
 
 /// The allow list, by name.
@@ -32,33 +62,6 @@ pub fn allow_list(conn: &Connection, org: i64) -> Result<Vec<String>> {
         conn.prepare("SELECT name FROM allow_list WHERE organization_id = ?1 ORDER BY name")?;
     let rows = stmt.query_map(params![org], |r| r.get(0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
-}
-
-fn first_match(conn: &Connection, table: &str, org: i64, name: &str) -> Result<Option<String>> {
-    let sql = format!("SELECT 1 FROM {table} WHERE organization_id = ?1 AND name = ?2");
-    let mut stmt = conn.prepare_cached(&sql)?;
-    for candidate in self_and_parents(name) {
-        if stmt
-            .query_row(params![org, candidate], |_| Ok(()))
-            .optional()?
-            .is_some()
-        {
-            return Ok(Some(candidate.to_string()));
-        }
-    }
-    Ok(None)
-}
-
-/// Is `name` (normalised) blocked for the organization?
-pub fn verdict(conn: &Connection, org: i64, name: &str) -> Result<Verdict> {
-    let listed_as = first_match(conn, "domains", org, name)?;
-    let allowed_by = first_match(conn, "allow_list", org, name)?;
-    Ok(Verdict {
-        name: name.to_string(),
-        blocked: listed_as.is_some() && allowed_by.is_none(),
-        listed_as,
-        allowed_by,
-    })
 }
 
 /// The effective block list: listed names not covered by the allow list, in list order, and the
@@ -103,6 +106,8 @@ pub fn effective(conn: &Connection, org: i64) -> Result<(Vec<String>, Vec<String
 mod tests {
     use super::super::tenants::create_organization;
     use super::*;
+    use crate::store::rules::allow;
+    use crate::store::sqlite::settle;
     use crate::store::{OrgFields, Parent};
 
     #[test]
@@ -125,27 +130,43 @@ mod tests {
             )
             .unwrap();
         }
-        assert!(allow_add(&c, org, "good.bad.example", 0).unwrap());
-        assert!(!allow_add(&c, org, "good.bad.example", 0).unwrap());
-        assert!(allow_add(&c, org, "safe.test", 0).unwrap());
+        assert!(settle(allow::add(&c, org, "good.bad.example".into(), 0)).unwrap());
+        assert!(!settle(allow::add(&c, org, "good.bad.example".into(), 0)).unwrap());
+        assert!(settle(allow::add(&c, org, "safe.test".into(), 0)).unwrap());
 
-        let v = verdict(&c, org, "www.bad.example").unwrap();
+        let v = settle(allow::verdict(&c, org, "www.bad.example".into())).unwrap();
         assert!(v.blocked);
         assert_eq!(v.listed_as.as_deref(), Some("bad.example"));
-        let v = verdict(&c, org, "a.good.bad.example").unwrap();
+        let v = settle(allow::verdict(&c, org, "a.good.bad.example".into())).unwrap();
         assert!(!v.blocked);
         assert_eq!(v.allowed_by.as_deref(), Some("good.bad.example"));
-        assert!(!verdict(&c, org, "x.safe.test").unwrap().blocked);
-        assert!(!verdict(&c, org, "unlisted.example").unwrap().blocked);
+        assert!(
+            !settle(allow::verdict(&c, org, "x.safe.test".into()))
+                .unwrap()
+                .blocked
+        );
+        assert!(
+            !settle(allow::verdict(&c, org, "unlisted.example".into()))
+                .unwrap()
+                .blocked
+        );
         // Another organization's lists play no part.
-        assert!(!verdict(&c, other, "bad.example").unwrap().blocked);
+        assert!(
+            !settle(allow::verdict(&c, other, "bad.example".into()))
+                .unwrap()
+                .blocked
+        );
 
         let (blocked, exceptions) = effective(&c, org).unwrap();
         assert_eq!(blocked, vec!["bad.example", "evil.test"]);
         assert_eq!(exceptions, vec!["good.bad.example"]);
-        assert!(allow_remove(&c, org, "safe.test").unwrap());
-        assert!(!allow_remove(&c, org, "safe.test").unwrap());
+        assert!(settle(allow::remove(&c, org, "safe.test".into())).unwrap());
+        assert!(!settle(allow::remove(&c, org, "safe.test".into())).unwrap());
         assert_eq!(allow_list(&c, org).unwrap(), vec!["good.bad.example"]);
-        assert!(verdict(&c, org, "x.safe.test").unwrap().blocked);
+        assert!(
+            settle(allow::verdict(&c, org, "x.safe.test".into()))
+                .unwrap()
+                .blocked
+        );
     }
 }

@@ -278,7 +278,7 @@ impl Sqlite {
 
     /// Runs `f` inside the writer's current group transaction, in a savepoint of its own (so an
     /// `Err` undoes only this job), and resolves once the transaction is durably committed.
-    async fn write<T, F>(&self, f: F) -> Result<T>
+    pub(in crate::store) async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -293,7 +293,7 @@ impl Sqlite {
     /// in scope in a read of its own, and a concurrent delete may have removed it since; existing
     /// is enough to be still in scope: organization ids are never reused (AUTOINCREMENT) and an
     /// organization never changes its parent.
-    async fn write_org<T, F>(&self, org: i64, f: F) -> Result<T>
+    pub(in crate::store) async fn write_org<T, F>(&self, org: i64, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -363,7 +363,7 @@ impl Sqlite {
 
     /// Runs `f` on a read connection in one read transaction (a consistent snapshot), off the
     /// async runtime.
-    async fn read<T, F>(&self, f: F) -> Result<T>
+    pub(in crate::store) async fn read<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
@@ -373,6 +373,15 @@ impl Sqlite {
         tokio::task::spawn_blocking(move || inner.read_now(Wait::Read, f))
             .await
             .map_err(|e| StoreError::Internal(format!("a read task failed: {e}")))?
+    }
+
+    /// `read`: every read transaction here is a snapshot already (the rules' `snapshot`).
+    pub(in crate::store) async fn snapshot<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+    {
+        self.read(f).await
     }
 
     /// Like `read`, but on a thread at the background priority of `crate::bulk`, for long reads
@@ -449,6 +458,23 @@ impl Inner {
             }
         }
         r
+    }
+}
+
+/// The outcome of a rule (`crate::store::rules`), or of one of the statements rules are made
+/// of, run on a SQLite connection. Every statement of SQLite's is done when its future is first
+/// polled (nothing in them waits), so the rule is too: it is polled once, here, on the thread
+/// that owns the connection.
+pub(in crate::store) fn settle<T, E: Into<StoreError>>(
+    rule: impl std::future::Future<Output = std::result::Result<T, E>>,
+) -> Result<T> {
+    let mut rule = std::pin::pin!(rule);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match rule.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(r) => r.map_err(Into::into),
+        std::task::Poll::Pending => Err(StoreError::Internal(
+            "a rule waited on SQLite, whose statements never wait".into(),
+        )),
     }
 }
 

@@ -1,13 +1,13 @@
-//! Sites of an organization and their derived fields.
-//!
-//! `internalNetworkCount` and `vaCount` are counted when read, so they stay true whatever creates,
-//! moves or deletes internal networks and virtual appliances. A site is addressed by `siteId`
-//! (`sites.id`); its `originId` comes from the shared identity sequence and differs from it.
+//! The statements of sites on SQLite (their rules: `rules::sites`). A site is addressed by
+//! `siteId` (`sites.id`); its `originId` comes from the shared identity sequence and differs
+//! from it.
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::tenants;
 use crate::store::model::*;
+use crate::store::rules::sites::Sites;
+use crate::store::rules::Hold;
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
@@ -31,67 +31,60 @@ fn record(r: &Row<'_>) -> rusqlite::Result<SiteRecord> {
     })
 }
 
-/// One page of the organization's sites, ordered by siteId.
-pub fn list(conn: &Connection, org: i64, limit: i64, offset: i64) -> Result<Vec<SiteRecord>> {
-    let sql = format!("{SELECT} WHERE s.organization_id = ?1 ORDER BY s.id LIMIT ?2 OFFSET ?3");
-    super::owned_page(conn, &sql, org, limit, offset, record)
-}
+impl Sites for Connection {
+    async fn sites(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<SiteRecord>> {
+        let sql = format!("{SELECT} WHERE s.organization_id = ?1 ORDER BY s.id LIMIT ?2 OFFSET ?3");
+        super::owned_page(self, &sql, org, limit, offset, record)
+    }
 
-/// One site of the organization, if it exists there.
-pub fn get(conn: &Connection, org: i64, site: i64) -> Result<Option<SiteRecord>> {
-    let sql = format!("{SELECT} WHERE s.organization_id = ?1 AND s.id = ?2");
-    super::owned_row(conn, &sql, org, &site, record)
-}
+    async fn site(&self, org: i64, id: i64) -> Result<Option<SiteRecord>> {
+        let sql = format!("{SELECT} WHERE s.organization_id = ?1 AND s.id = ?2");
+        super::owned_row(self, &sql, org, &id, record)
+    }
 
-/// Creates a (non-default) site and returns its record.
-pub fn create(conn: &Connection, org: i64, name: &str, now: i64) -> Result<SiteRecord> {
-    let id = tenants::create_site(conn, org, name, false, now)?;
-    get(conn, org, id)?.ok_or_else(|| crate::store::StoreError::Internal("site vanished".into()))
-}
+    async fn hold_site(&self, org: i64, id: i64, _: Hold) -> Result<bool> {
+        Ok(self
+            .prepare_cached("SELECT 1 FROM sites WHERE organization_id = ?1 AND id = ?2")?
+            .query_row(params![org, id], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
 
-/// Renames a site. `None` if the organization has no such site.
-pub fn rename(
-    conn: &Connection,
-    org: i64,
-    site: i64,
-    name: &str,
-    now: i64,
-) -> Result<Option<SiteRecord>> {
-    conn.execute(
-        "UPDATE sites SET name = ?3, modified_at = ?4 WHERE organization_id = ?1 AND id = ?2",
-        params![org, site, name, now],
-    )?;
-    get(conn, org, site)
-}
+    async fn insert_site(&self, org: i64, name: &str, is_default: bool, now: i64) -> Result<i64> {
+        tenants::create_site(self, org, name, is_default, now)
+    }
 
-/// Deletes a site; the caller has checked that nothing refers to it any more.
-pub fn delete(conn: &Connection, org: i64, site: i64) -> Result<bool> {
-    Ok(conn.execute(
-        "DELETE FROM sites WHERE organization_id = ?1 AND id = ?2",
-        params![org, site],
-    )? > 0)
-}
+    async fn rename_site_row(&self, org: i64, id: i64, name: &str, now: i64) -> Result<()> {
+        self.execute(
+            "UPDATE sites SET name = ?3, modified_at = ?4 WHERE organization_id = ?1 AND id = ?2",
+            params![org, id, name, now],
+        )?;
+        Ok(())
+    }
 
-/// The site's name, if the organization has a site with that id.
-pub fn name_of(conn: &Connection, org: i64, site: i64) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT name FROM sites WHERE organization_id = ?1 AND id = ?2")?
-        .query_row(params![org, site], |r| r.get(0))
-        .optional()?)
-}
+    async fn delete_site_row(&self, org: i64, id: i64) -> Result<()> {
+        self.execute(
+            "DELETE FROM sites WHERE organization_id = ?1 AND id = ?2",
+            params![org, id],
+        )?;
+        Ok(())
+    }
 
-/// The organization's default site, if the organization exists.
-pub fn default_site(conn: &Connection, org: i64) -> Result<Option<i64>> {
-    Ok(conn
-        .prepare_cached("SELECT id FROM sites WHERE organization_id = ?1 AND is_default = 1")?
-        .query_row(params![org], |r| r.get(0))
-        .optional()?)
+    async fn default_site_id(&self, org: i64) -> Result<Option<i64>> {
+        Ok(self
+            .prepare_cached("SELECT id FROM sites WHERE organization_id = ?1 AND is_default = 1")?
+            .query_row(params![org], |r| r.get(0))
+            .optional()?)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{OrgFields, Parent};
+    use crate::store::rules::sites;
+    use crate::store::sqlite::settle;
+    use crate::store::{OrgFields, Parent, StoreError};
+    use crate::timefmt::rfc3339;
 
     #[test]
     fn sites_belong_to_their_organization_and_count_what_they_hold() {
@@ -103,21 +96,25 @@ mod tests {
         };
         let a = tenants::create_organization(&c, Parent::None, &f, 0).unwrap();
         let b = tenants::create_organization(&c, Parent::None, &f, 0).unwrap();
-        let s = create(&c, a.id, "Branch", 10).unwrap();
+        let s = settle(sites::create(&c, a.id, "Branch".into(), 10)).unwrap();
         assert_ne!(s.origin_id, s.site_id);
         assert!(!s.is_default);
         assert_eq!((s.internal_network_count, s.va_count), (0, 0));
-        let all = list(&c, a.id, 100, 0).unwrap();
+        let all = settle(sites::list(&c, a.id, 100, 0)).unwrap();
         assert_eq!(all.len(), 2);
         assert!(all[0].is_default && all[0].site_id == a.default_site_id);
-        assert!(get(&c, b.id, s.site_id).unwrap().is_none());
-        assert!(rename(&c, b.id, s.site_id, "x", 20).unwrap().is_none());
-        let r = rename(&c, a.id, s.site_id, "Renamed", 20).unwrap().unwrap();
+        assert!(settle(sites::get(&c, b.id, s.site_id)).unwrap().is_none());
+        let moved = settle(sites::rename(&c, b.id, s.site_id, "x".into(), 20));
+        assert_eq!(moved, Err(StoreError::NotFound));
+        let r = settle(sites::rename(&c, a.id, s.site_id, "Renamed".into(), 20)).unwrap();
         assert_eq!(r.name, "Renamed");
         assert_eq!(r.modified_at, rfc3339(20));
         assert_eq!(r.created_at, rfc3339(10));
-        assert!(!delete(&c, b.id, s.site_id).unwrap());
-        assert!(delete(&c, a.id, s.site_id).unwrap());
-        assert_eq!(list(&c, a.id, 100, 0).unwrap().len(), 1);
+        assert_eq!(
+            settle(sites::delete(&c, b.id, s.site_id)),
+            Err(StoreError::NotFound)
+        );
+        assert_eq!(settle(sites::delete(&c, a.id, s.site_id)), Ok(r));
+        assert_eq!(settle(sites::list(&c, a.id, 100, 0)).unwrap().len(), 1);
     }
 }

@@ -502,10 +502,9 @@ async fn a_tool_refuses_a_directory_without_a_database() {
 /// organization's deletion; taking the records forgets them.
 #[tokio::test]
 async fn list_changes_are_recorded_for_the_exporter() {
-    use crate::store::{
-        Backend, CustomerKey, Ingest, OrgFields, Parent, PreparedBatch, PreparedEvent,
-    };
-    let (_dir, store) = temp_db();
+    use crate::store::{CustomerKey, Ingest, OrgFields, Parent, PreparedBatch, PreparedEvent};
+    let dir = TempDir::new("store");
+    let store = crate::store::Store::open_sqlite(&dir.join("parasol.db"), Role::Server).unwrap();
     let f = OrgFields {
         name: "o".into(),
         seats: 1,

@@ -1,0 +1,91 @@
+//! The statements of internal networks on PostgreSQL (their rules: `rules::internal_networks`).
+
+use tokio_postgres::Row;
+
+use super::Db;
+use crate::store::model::*;
+use crate::store::rules::internal_networks::Fields;
+use crate::store::rules::internal_networks::InternalNetworks;
+use crate::store::rules::{One, Rows};
+use crate::store::Result;
+use crate::timefmt::rfc3339;
+
+const INTERNAL_SELECT: &str = "SELECT n.origin_id, n.name, n.ip_address, n.prefix_length, s.name,
+        n.site_id, n.created_at, n.modified_at
+    FROM internal_networks n JOIN sites s ON s.id = n.site_id";
+
+fn internal(r: &Row) -> InternalNetworkRecord {
+    InternalNetworkRecord {
+        origin_id: r.get(0),
+        name: r.get(1),
+        ip_address: r.get(2),
+        prefix_length: r.get(3),
+        site_name: r.get(4),
+        site_id: r.get(5),
+        created_at: rfc3339(r.get(6)),
+        modified_at: rfc3339(r.get(7)),
+    }
+}
+
+impl InternalNetworks for Db {
+    async fn inets(&self, org: i64, limit: i64, offset: i64) -> Rows<InternalNetworkRecord> {
+        let sql = format!(
+            "{INTERNAL_SELECT} WHERE n.organization_id = $1 ORDER BY n.origin_id
+             LIMIT $2 OFFSET $3"
+        );
+        self.owned_page(&sql, org, limit, offset, internal).await
+    }
+
+    async fn inet(&self, org: i64, id: i64) -> One<InternalNetworkRecord> {
+        let sql = format!("{INTERNAL_SELECT} WHERE n.organization_id = $1 AND n.origin_id = $2");
+        Ok(self.opt(&sql, &[&org, &id]).await?.map(|r| internal(&r)))
+    }
+
+    async fn insert_inet(&self, org: i64, f: &Fields, now: i64) -> Result<i64> {
+        let id = self.new_origin("internal_network").await?;
+        self.exec(
+            "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
+                 prefix_length, site_id, created_at, modified_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
+            &[
+                &id,
+                &org,
+                &f.name,
+                &f.ip_address,
+                &f.prefix_length,
+                &f.site_id,
+                &now,
+            ],
+        )
+        .await?;
+        Ok(id)
+    }
+
+    async fn update_inet(&self, org: i64, id: i64, f: &Fields, now: i64) -> Result<()> {
+        self.exec(
+            "UPDATE internal_networks SET name = $3, ip_address = $4, prefix_length = $5,
+                site_id = $6, modified_at = $7
+             WHERE organization_id = $1 AND origin_id = $2",
+            &[
+                &org,
+                &id,
+                &f.name,
+                &f.ip_address,
+                &f.prefix_length,
+                &f.site_id,
+                &now,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn delete_inet(&self, org: i64, id: i64) -> Result<()> {
+        self.exec(
+            "DELETE FROM internal_networks WHERE organization_id = $1 AND origin_id = $2",
+            &[&org, &id],
+        )
+        .await?;
+        Ok(())
+    }
+}
