@@ -32,7 +32,7 @@ use crate::load::{Req, Target};
 use crate::run::ChildProc;
 
 /// A figure may grow by this much over its baseline before the guard fails, in percent.
-pub const TOLERANCE_PCT: f64 = 3.0;
+pub const TOLERANCE_PCT: u64 = 3;
 
 /// Domains pre-loaded into the list customer: 100 pages of 200.
 const LIST_DOMAINS: u64 = 20_000;
@@ -296,9 +296,11 @@ pub fn compare(now: &[Figure], baseline: &[Figure]) -> Vec<Verdict> {
             Some(b) => {
                 let change_pct =
                     (f.instructions as f64 / b.instructions.max(1) as f64 - 1.0) * 100.0;
-                out.push(if change_pct > TOLERANCE_PCT {
+                // In integers: exactly 3% more is within, any more is not.
+                let (now, base) = (u128::from(f.instructions), u128::from(b.instructions));
+                out.push(if now * 100 > base * u128::from(100 + TOLERANCE_PCT) {
                     Verdict::Grew { name, change_pct }
-                } else if change_pct < -TOLERANCE_PCT {
+                } else if now * 100 < base * u128::from(100 - TOLERANCE_PCT) {
                     Verdict::Fell { name, change_pct }
                 } else {
                     Verdict::Within { name, change_pct }
