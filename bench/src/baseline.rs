@@ -10,7 +10,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio_rustls::TlsAcceptor;
 
@@ -19,7 +19,16 @@ use tokio_rustls::TlsAcceptor;
 /// request's body is read in full and answered with a small JSON body. Prints `ready ADDR`.
 pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
     let tls = parasol::tls::server_config(cert, key)?;
-    let acceptor = TlsAcceptor::from(tls);
+    serve_until_killed(Some(TlsAcceptor::from(tls)), StatusCode::OK)
+}
+
+/// The bare server of `--compare-binaries`: the hello server over plain HTTP, answering 202 (as
+/// the server answers an accepted event).
+pub fn serve_bare() -> Result<(), String> {
+    serve_until_killed(None, StatusCode::ACCEPTED)
+}
+
+fn serve_until_killed(acceptor: Option<TlsAcceptor>, status: StatusCode) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -37,30 +46,44 @@ pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let _ = stream.set_nodelay(true);
-                let Ok(tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                let service = service_fn(|req: Request<hyper::body::Incoming>| async move {
-                    let _ = req.into_body().collect().await;
-                    let mut res = Response::new(Full::new(Bytes::from_static(
-                        br#"{"id":"6ece47ef,7afc,4a50,89e6-b0a10adc2d8a"}"#,
-                    )));
-                    res.headers_mut().insert(
-                        hyper::header::CONTENT_TYPE,
-                        hyper::header::HeaderValue::from_static("application/json"),
-                    );
-                    Ok::<_, Infallible>(res)
-                });
-                let _ = http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(30))
-                    .max_buf_size(1024 * 1024 + 64 * 1024)
-                    .half_close(true)
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
+                match acceptor {
+                    Some(acceptor) => {
+                        if let Ok(tls) = acceptor.accept(stream).await {
+                            answer(tls, status).await;
+                        }
+                    }
+                    None => answer(stream, status).await,
+                }
             });
         }
     })
+}
+
+/// Serves one connection with the server's hyper settings: every request's body read in full,
+/// answered with `status` and a small JSON body.
+async fn answer<IO>(io: IO, status: StatusCode)
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = service_fn(move |req: Request<hyper::body::Incoming>| async move {
+        let _ = req.into_body().collect().await;
+        let mut res = Response::new(Full::new(Bytes::from_static(
+            br#"{"id":"6ece47ef,7afc,4a50,89e6-b0a10adc2d8a"}"#,
+        )));
+        *res.status_mut() = status;
+        res.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        );
+        Ok::<_, Infallible>(res)
+    });
+    let _ = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .max_buf_size(1024 * 1024 + 64 * 1024)
+        .half_close(true)
+        .serve_connection(TokioIo::new(io), service)
+        .await;
 }
 
 /// The disk's commit latency, the floor under a durable write's: for `duration`, appends of one

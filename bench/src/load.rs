@@ -225,7 +225,8 @@ fn percentile_ms(sorted_us: &[u32], p: f64) -> f64 {
 #[derive(Clone)]
 pub struct Target {
     pub addr: SocketAddr,
-    tls: Arc<rustls::ClientConfig>,
+    /// `None`: plain HTTP.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Target {
@@ -247,8 +248,13 @@ impl Target {
         cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(Target {
             addr,
-            tls: Arc::new(cfg),
+            tls: Some(Arc::new(cfg)),
         })
+    }
+
+    /// A target served over plain HTTP (`parasol serve --plain-http`).
+    pub fn plain(addr: SocketAddr) -> Target {
+        Target { addr, tls: None }
     }
 
     /// Opens one TLS connection, for raw HTTP.
@@ -258,7 +264,8 @@ impl Target {
             .map_err(|e| format!("connect: {e}"))?;
         let _ = tcp.set_nodelay(true);
         let name = ServerName::IpAddress(self.addr.ip().into());
-        TlsConnector::from(self.tls.clone())
+        let tls = self.tls.clone().ok_or("a plain HTTP target")?;
+        TlsConnector::from(tls)
             .connect(name, tcp)
             .await
             .map_err(|e| format!("TLS: {e}"))
@@ -270,18 +277,15 @@ impl Target {
             .await
             .map_err(|e| format!("connect: {e}"))?;
         let _ = tcp.set_nodelay(true);
+        let Some(tls) = self.tls.clone() else {
+            return handshake(tcp).await;
+        };
         let name = ServerName::IpAddress(self.addr.ip().into());
-        let tls = TlsConnector::from(self.tls.clone())
+        let tls = TlsConnector::from(tls)
             .connect(name, tcp)
             .await
             .map_err(|e| format!("TLS: {e}"))?;
-        let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| format!("HTTP: {e}"))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Ok(sender)
+        handshake(tls).await
     }
 
     /// Sends one request; returns the status, or an error text, and the body.
@@ -314,6 +318,20 @@ impl Target {
             .to_bytes();
         Ok((status, body))
     }
+}
+
+/// HTTP/1 over `io`, its connection driven by a task of its own.
+async fn handshake<IO>(io: IO) -> Result<SendRequest<Full<Bytes>>, String>
+where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("HTTP: {e}"))?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    Ok(sender)
 }
 
 /// How requests are paced.

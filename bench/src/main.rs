@@ -2,7 +2,9 @@
 //! bench/README.md, which gives its method). It starts the `parasol` binary found next to itself (or
 //! `--server-binary`) as the server, and itself with `--serve-hello` as the hello baseline.
 
+mod ab;
 mod baseline;
+mod cost;
 mod data;
 mod exports;
 mod hostile;
@@ -118,6 +120,29 @@ pub struct BenchArgs {
     /// with --hostile --check: the normal client's p99 bound in milliseconds (default 500)
     #[argh(option, default = "500.0")]
     pub max_p99_ms: f64,
+    /// instead of the benchmark: the cost guard, instructions per request of a fixed mix with the
+    /// server under valgrind's callgrind, compared with --cost-baseline (see .ci/cost-guard)
+    #[argh(switch)]
+    pub cost: bool,
+    /// with --cost: the baseline file (default bench/cost/baseline.json)
+    #[argh(option, default = "PathBuf::from(\"bench/cost/baseline.json\")")]
+    pub cost_baseline: PathBuf,
+    /// with --cost: rewrite the baseline file from this run instead of comparing
+    #[argh(switch)]
+    pub cost_update: bool,
+    /// with --cost: only the event kinds, on the demo world (for older builds whose database
+    /// the current store cannot prepare); printed, not compared
+    #[argh(switch)]
+    pub cost_demo: bool,
+    /// instead of the benchmark: these parasol binaries (comma-separated, e.g. an old commit's
+    /// build and the current one) and a bare hyper server, over plain HTTP in alternating windows
+    /// (--rounds, default 3; --seconds per window, default 3; --ingest-batches per window,
+    /// default 8): rate and CPU per unit of single events, ingest and page 1
+    #[argh(option)]
+    pub compare_binaries: Option<String>,
+    /// internal: run only the bare plain-HTTP server of --compare-binaries
+    #[argh(switch)]
+    pub serve_bare: bool,
     /// internal: run only the hello baseline server with DIR/tls's certificate
     #[argh(option)]
     pub serve_hello: Option<PathBuf>,
@@ -139,6 +164,40 @@ fn run_args(args: BenchArgs) -> i32 {
             }
         };
     }
+    if args.serve_bare {
+        return match baseline::serve_bare() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench --serve-bare: {e}");
+                1
+            }
+        };
+    }
+    if let Some(list) = &args.compare_binaries {
+        let opts = ab::AbOptions {
+            binaries: list.split(',').map(PathBuf::from).collect(),
+            rounds: args.rounds.unwrap_or(3).max(1),
+            seconds: args.seconds.unwrap_or(3.0),
+            connections: args.connections.unwrap_or(64).max(1),
+            ingest_batches: args.ingest_batches.unwrap_or(8),
+            pin: !args.no_pin,
+            only: args
+                .only
+                .as_ref()
+                .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
+            serve_args: args.serve_arg.clone(),
+        };
+        let dir = std::env::temp_dir().join(format!("parasol-ab-{}", uuid::Uuid::new_v4()));
+        let result = ab::compare(&opts, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        return match result {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench --compare-binaries: {e}");
+                1
+            }
+        };
+    }
     let binary = match args.server_binary.clone().map_or_else(server_beside_us, Ok) {
         Ok(b) => b,
         Err(e) => {
@@ -146,6 +205,22 @@ fn run_args(args: BenchArgs) -> i32 {
             return 1;
         }
     };
+    if args.cost {
+        let opts = cost::CostOptions {
+            binary,
+            baseline: args.cost_baseline.clone(),
+            update: args.cost_update,
+            demo: args.cost_demo,
+        };
+        return match cost::run(&opts) {
+            Ok(true) => 0,
+            Ok(false) => 1,
+            Err(e) => {
+                eprintln!("parasol-bench --cost: {e}");
+                2
+            }
+        };
+    }
     if args.hostile {
         let h = hostile::Hostile {
             binary,
