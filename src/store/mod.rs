@@ -7,7 +7,7 @@
 //! any HTTP type: transactions, their checks and their faults stay inside.
 //!
 //! The store is built in layers (docs/architecture.md tells why):
-//! - the operations: `Store`'s methods. The management ones are declared in `rules::managed!`,
+//! - the operations: `Store`'s methods. The management ones are declared in `managed.rs`,
 //!   each with its rule; the enforcement interface's hot path (ingest, the list's pages,
 //!   deletes, the purge, the effective block list, list changes) in `operations!` below, which
 //!   declares the `Backend` trait each engine implements on its own;
@@ -22,8 +22,10 @@
 //!
 //! Only this module's files speak to a database crate (a test holds the rest of `src/` to that).
 
+mod copied;
 mod error;
 mod health;
+mod managed;
 pub mod metrics;
 pub mod model;
 mod postgres;

@@ -10,7 +10,7 @@ use tokio_postgres::types::{ToSql, Type};
 use tokio_postgres::Client;
 
 use super::{classify, DatabaseUrl};
-use crate::store::transfer::{Cell, Kind, Table, Tally};
+use crate::store::copied::{Cell, Kind, Table, Tally};
 use crate::store::{Result, StoreError};
 
 /// The target database: one connection of its own.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rusqlite::Connection;
 
 use super::conn::{open_connection, Wait};
-use super::writer::Shared;
+use super::Shared;
 use crate::store::{Result, StoreError};
 
 /// The checkpointer copies what was committed into the database file in the background at this

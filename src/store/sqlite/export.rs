@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::types::ValueRef;
 use rusqlite::Connection;
 
-use crate::store::transfer::{Cell, Table, Tally, BATCH_BYTES, BATCH_ROWS};
+use crate::store::copied::{Cell, Table, Tally, BATCH_BYTES, BATCH_ROWS};
 use crate::store::{Result, StoreError};
 
 /// An SQLite database opened for export. Cheap to clone; one connection, used by one caller at
@@ -49,10 +49,10 @@ impl Source {
         f(&conn)
     }
 
-    /// Rows of every table of `transfer::TABLES`, in that order.
+    /// Rows of every table of `copied::TABLES`, in that order.
     pub fn counts(&self) -> Result<Vec<u64>> {
         self.with(|c| {
-            crate::store::transfer::TABLES
+            crate::store::copied::TABLES
                 .iter()
                 .map(|t| {
                     let n: i64 =

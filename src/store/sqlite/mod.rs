@@ -45,6 +45,21 @@ use writer_cache::{Statements, WriterCache};
 
 use crate::store::{FaultKind, Result, StorageHealth, StoreError};
 
+/// What the writer thread shares with the store's handle.
+pub(crate) struct Shared {
+    /// Group sizes, transaction and commit times.
+    pub metrics: crate::store::StoreMetrics,
+    /// Transactions committed (each may hold many requests' jobs).
+    pub commits: AtomicU64,
+    /// Jobs run.
+    pub jobs: AtomicU64,
+    /// WAL restarts the writer ran for the checkpointer.
+    pub wal_restarts: AtomicU64,
+    /// Clients connected to the server, which may send writes (see `should_gather_more`).
+    pub clients: AtomicUsize,
+    pub health: Health,
+}
+
 /// Page cache of the writer connection (KiB). Inserting random names into the domain index of a
 /// large list touches pages all over it; with SQLite's default 2 MiB most of them are read back
 /// through a system call each time.
@@ -102,7 +117,7 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     /// Bounds the reads running at once (and so the read connections) to `MAX_READERS`.
     read_slots: tokio::sync::Semaphore,
-    shared: Arc<writer::Shared>,
+    shared: Arc<Shared>,
     /// A connection that never writes, asked for `PRAGMA data_version` (see `data_version`).
     probe: Mutex<Connection>,
     /// Events that add names record their organization in `list_changes`.
@@ -118,7 +133,7 @@ impl Sqlite {
         conn::prepare_files(path, role == Role::Server)?;
         let conn = open_writer_connection(path, role)?;
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
-        let shared = Arc::new(writer::Shared {
+        let shared = Arc::new(Shared {
             metrics: Default::default(),
             commits: AtomicU64::new(0),
             jobs: AtomicU64::new(0),

@@ -16,7 +16,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::checkpoint::Checkpointer;
 use super::writer_cache::{Statements, WriterCache};
-use super::Health;
+use super::Shared;
 use crate::store::{FaultKind, Result, StoreError};
 
 /// How a write runs in the writer.
@@ -119,21 +119,6 @@ pub(super) struct Job {
     /// Keeps the writer's cache up to date with what it writes (see `Sqlite::write_events`); the
     /// cache is emptied before any other job runs.
     pub keeps_cache: bool,
-}
-
-/// What the writer thread shares with the store's handle.
-pub(super) struct Shared {
-    /// Group sizes, transaction and commit times.
-    pub metrics: crate::store::StoreMetrics,
-    /// Transactions committed (each may hold many requests' jobs).
-    pub commits: AtomicU64,
-    /// Jobs run.
-    pub jobs: AtomicU64,
-    /// WAL restarts the writer ran for the checkpointer.
-    pub wal_restarts: AtomicU64,
-    /// Clients connected to the server, which may send writes (see `should_gather_more`).
-    pub clients: AtomicUsize,
-    pub health: Health,
 }
 
 /// Most jobs folded into one transaction. Bounded so that one commit's latency stays small.
