@@ -14,12 +14,16 @@
 //!   for as long as the change can still reach the files within `FRESH` (`Pace`): a burst of
 //!   batches is not slowed by a rewrite in its middle, and writes that never pause still see
 //!   their changes in the files in time.
-//! - After a round of rewrites that took `d`, the next round starts no sooner than
-//!   `BUSY_SHARE * d` later: however large the lists, the exporter works at most a twentieth of
-//!   the time. Its work runs at the background priority of `crate::bulk` (nice +19), below the
-//!   threads that answer requests, commit writes and parse large batches: the store reads a list
-//!   for it on a background thread, and the files are written on a thread of its own. On a busy
-//!   core it takes a few percent of the CPU, and the ingest that made the change goes first.
+//! - After a round of rewrites that took `d`, the next round starts early (as soon as the write
+//!   path is quiet) no sooner than `BUSY_SHARE * d` later, so that a server taking changes now
+//!   and then spends at most a twentieth of its time rewriting large lists. That spacing never
+//!   holds a change back past its deadline: a round goes when the change would otherwise miss
+//!   `FRESH`, whatever the last round took.
+//! - Its work runs at the priority of the bulk threads of `crate::bulk` (nice +5), below the
+//!   threads that answer requests and commit writes, but high enough to meet its deadline when
+//!   other processes keep every core busy (at nice +19 a round of a few milliseconds took tens of
+//!   seconds on such a machine). The store reads a list for it on a thread of its own, and the
+//!   files are written on another.
 //! - Each file is replaced whole (`files::replace`): a resolver reads the old list or the new one.
 //!   The directory is synced once a round, before the reload command runs.
 //! - The reload command (`--export-reload-cmd`) runs after each round that changed files, in a
@@ -63,8 +67,8 @@ impl ExportConfig {
 /// The shortest time from the end of one round of rewrites to the start of the next (see `Pace`
 /// for when a round starts within that bound).
 pub const INTERVAL: Duration = Duration::from_millis(200);
-/// After a round of rewrites that took `d`, the next one starts no sooner than this many `d`
-/// later (see the module's comment). Measured with `parasol-bench --compare-exports`: at 4 (a
+/// After a round of rewrites that took `d`, the next one starts before its deadline (see `Pace`)
+/// no sooner than this many `d` later (see the module's comment). Measured with `parasol-bench --compare-exports`: at 4 (a
 /// fifth of the time), an ingest of new names rewriting a list of a hundred thousand names
 /// several times a second cost the ingest about 10% of its rate on a server held to one core;
 /// at 19 the exporter's share is bounded by 5%. Rounds under `INTERVAL / BUSY_SHARE` (lists of
@@ -202,12 +206,17 @@ const WRITES_QUIET: Duration = Duration::from_millis(50);
 const FRESH: Duration = Duration::from_secs(1);
 const MARGIN: Duration = Duration::from_millis(50);
 
-/// When rounds run. A round is due once the spacing after the previous round has passed
-/// (`INTERVAL`, or `BUSY_SHARE` times the time the previous round took), something may have
-/// changed, and either the write path has been quiet for `QUIET` or the change has waited as
-/// long as `FRESH` allows. So a burst of writes (an ingest of a few seconds, a product posting
-/// a batch) is not slowed by a rewrite in its middle: the rewrite follows it, at once, while a
-/// stream of writes that never pauses still sees its changes in the files within `FRESH`.
+/// When rounds run. A round is due once something may have changed and either
+/// - the change has waited as long as `FRESH` allows (its deadline, less the time the last round
+///   took and half as much again, and `MARGIN`), or
+/// - the spacing after the previous round has passed (`INTERVAL`, or `BUSY_SHARE` times the time
+///   the previous round took) and the write path has been quiet for `WRITES_QUIET`.
+///
+/// So a burst of writes (an ingest of a few seconds, a product posting a batch) is not slowed
+/// by a rewrite in its middle: the rewrite follows it, at once, while a stream of writes that
+/// never pauses still sees its changes in the files within `FRESH`. The spacing only decides
+/// how early a round may go, never how late: a round of a large list (or the first round, which
+/// writes every organization's files) does not hold the next change back past its deadline.
 ///
 /// "Something may have changed": the store's version moved (SQLite: any commit, by this server
 /// or a command run beside it) or this server committed; on an engine without a version
@@ -265,12 +274,12 @@ impl Pace {
         let Some(since) = self.since else {
             return false;
         };
-        if now < self.next {
-            return false;
+        let late = since + FRESH.saturating_sub(self.took + self.took / 2 + MARGIN);
+        if now >= late {
+            return true;
         }
         let quiet = now.saturating_duration_since(self.last_busy) >= WRITES_QUIET;
-        let late = since + FRESH.saturating_sub(self.took + self.took / 2 + MARGIN);
-        quiet || now >= late
+        quiet && now >= self.next
     }
 
     /// A round starts: it takes every change made until now (those made while it runs are seen
@@ -412,9 +421,9 @@ enum Job {
     Release,
 }
 
-/// The thread that renders and writes the files, at the background priority, below the threads
-/// that answer requests, commit writes and parse batches (rendering a large list takes a while;
-/// fsyncs wait for the disk). Requests go to it one at a time and the task waits for each.
+/// The thread that renders and writes the files, at the bulk threads' priority, below the threads
+/// that answer requests and commit writes (rendering a large list takes a while; fsyncs wait for
+/// the disk). Requests go to it one at a time and the task waits for each.
 struct FileWriter {
     jobs: std::sync::mpsc::Sender<Job>,
 }
@@ -425,7 +434,7 @@ impl FileWriter {
         std::thread::Builder::new()
             .name("parasol-export".into())
             .spawn(move || {
-                crate::bulk::background_priority();
+                crate::bulk::lower_priority();
                 let mut files = Files {
                     dir,
                     formats,
@@ -769,7 +778,16 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     /// A pace as the exporter's first round, which took `took`, leaves it at `t0`.
-    fn after_first_round(t0: Instant, took: Duration, blind: bool) -> Pace {
+    fn after_first_round(t0: Instant, took: Duration) -> Pace {
+        after_first_round_on(t0, took, false)
+    }
+
+    /// The same on an engine without a version.
+    fn after_first_round_blind(t0: Instant, took: Duration) -> Pace {
+        after_first_round_on(t0, took, true)
+    }
+
+    fn after_first_round_on(t0: Instant, took: Duration, blind: bool) -> Pace {
         let mut pace = Pace::new(t0, blind);
         pace.observe(t0, false, 0, (!blind).then_some(0));
         pace.round_starts(t0);
@@ -803,7 +821,7 @@ mod tests {
     #[test]
     fn a_round_waits_for_a_burst_to_end() {
         let t0 = Instant::now();
-        let mut pace = after_first_round(t0, 10 * MS, false);
+        let mut pace = after_first_round(t0, 10 * MS);
         // Nothing changed: never due.
         assert_eq!(
             first_due(&mut pace, t0, 2 * FRESH, |_| (false, false)),
@@ -823,7 +841,7 @@ mod tests {
     #[test]
     fn writes_that_never_pause_still_reach_the_files_in_time() {
         let t0 = Instant::now();
-        let mut pace = after_first_round(t0, 40 * MS, false);
+        let mut pace = after_first_round(t0, 40 * MS);
         assert_eq!(first_due(&mut pace, t0, FRESH, |_| (false, false)), None);
         let t1 = t0 + FRESH + TICK;
         let due = first_due(&mut pace, t1, 2 * FRESH, |_| (false, true)).unwrap();
@@ -833,15 +851,74 @@ mod tests {
         assert!(due >= latest && due < latest + TICK, "{due:?}");
     }
 
-    #[test]
-    fn rounds_keep_their_spacing_and_a_blind_engine_looks_every_interval() {
-        let t0 = Instant::now();
-        // A round of 100 ms: the next one no sooner than BUSY_SHARE times that later.
-        let mut pace = after_first_round(t0, 100 * MS, false);
-        let due = first_due(&mut pace, t0, 4 * FRESH, |at| (false, at == Duration::ZERO)).unwrap();
-        assert!(due >= 100 * MS * BUSY_SHARE, "{due:?}");
+    /// The deadline of a change: how long after `from` the round must start for the change to
+    /// be in the files within `FRESH` of the look before it was seen, if the round takes as
+    /// long as the last one did (`first_due` looks every `TICK`, so within one of that).
+    fn deadline(took: Duration) -> Duration {
+        FRESH - (took + took / 2 + MARGIN)
+    }
 
-        let mut blind = after_first_round(t0, MS, true);
+    #[test]
+    fn the_first_change_after_start_is_not_held_back_by_the_first_round() {
+        // The first round wrote every organization's files, which took 432 ms; the first change
+        // comes two seconds after it, on a quiet server.
+        let t0 = Instant::now();
+        let took = 432 * MS;
+        let mut pace = after_first_round(t0, took);
+        assert_eq!(
+            first_due(&mut pace, t0, 2 * FRESH, |_| (false, false)),
+            None
+        );
+        let t1 = t0 + 2 * FRESH + TICK;
+        let due = first_due(&mut pace, t1, 10 * FRESH, |at| {
+            (false, at == Duration::ZERO)
+        })
+        .expect("the change is written");
+        assert!(due <= deadline(took), "{due:?}");
+        assert!(due + took <= FRESH, "{due:?}");
+    }
+
+    #[test]
+    fn a_round_of_a_large_list_does_not_hold_the_next_change_back() {
+        // A round of two seconds (a list of millions of names): the next change starts a round
+        // at once, not BUSY_SHARE times two seconds later, whether the server is quiet or busy.
+        for busy in [false, true] {
+            let t0 = Instant::now();
+            let mut pace = after_first_round(t0, 2 * FRESH);
+            let t1 = t0 + 3 * FRESH;
+            let due = first_due(&mut pace, t1, 60 * FRESH, |at| (busy, at == Duration::ZERO));
+            assert_eq!(due, Some(Duration::ZERO), "busy: {busy}");
+        }
+    }
+
+    #[test]
+    fn rounds_keep_their_spacing_within_the_deadline_and_a_blind_engine_looks_every_interval() {
+        let t0 = Instant::now();
+        // A round of 30 ms: a change on a quiet server waits for the spacing (BUSY_SHARE times
+        // that), which ends before its deadline.
+        let took = 30 * MS;
+        let mut pace = after_first_round(t0, took);
+        let due = first_due(&mut pace, t0, 4 * FRESH, |at| (false, at == Duration::ZERO)).unwrap();
+        assert!(
+            due >= took * BUSY_SHARE && due < took * BUSY_SHARE + TICK,
+            "{due:?}"
+        );
+        assert!(due < deadline(took));
+        // A round of 100 ms: the spacing would end after the deadline; the deadline wins.
+        let took = 100 * MS;
+        let mut pace = after_first_round(t0, took);
+        let due = first_due(&mut pace, t0, 4 * FRESH, |at| (false, at == Duration::ZERO)).unwrap();
+        assert!(deadline(took) < took * BUSY_SHARE);
+        assert!(
+            due >= deadline(took) - TICK && due <= deadline(took),
+            "{due:?}"
+        );
+        // A short round: the spacing is INTERVAL.
+        let mut pace = after_first_round(t0, MS);
+        let due = first_due(&mut pace, t0, FRESH, |at| (false, at == Duration::ZERO)).unwrap();
+        assert!(due >= INTERVAL && due < INTERVAL + TICK, "{due:?}");
+
+        let mut blind = after_first_round_blind(t0, MS);
         let due = first_due(&mut blind, t0, FRESH, |_| (false, false)).unwrap();
         assert!(due >= INTERVAL && due <= INTERVAL + TICK, "{due:?}");
     }
