@@ -22,6 +22,7 @@ pub mod own;
 pub mod ratelimit;
 pub mod reputation;
 pub mod router;
+pub mod rpz;
 pub mod secrets;
 pub mod server;
 pub mod slots;

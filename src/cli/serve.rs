@@ -57,6 +57,23 @@ pub struct ServeArgs {
     /// "unbound-control reload_keep_cache"; never two at once, failures logged
     #[argh(option)]
     pub export_reload_cmd: Option<String>,
+    /// serve every organization's effective block list as the response-policy zone
+    /// org-<id>.<suffix> to resolvers by zone transfer (AXFR, IXFR, NOTIFY) on this address,
+    /// UDP and TCP (e.g. 127.0.0.1:5353; see docs/blocking-with-your-resolver.md)
+    #[argh(option)]
+    pub rpz_listen: Option<String>,
+    /// the zones' suffix under --rpz-listen (default rpz.parasol: zones org-<id>.rpz.parasol)
+    #[argh(option)]
+    pub rpz_zone_suffix: Option<String>,
+    /// send NOTIFY to this ADDR:PORT when a zone changes (repeatable)
+    #[argh(option)]
+    pub rpz_notify: Vec<String>,
+    /// TSIG key file as tsig-keygen writes it: transfers signed with it are allowed
+    #[argh(option)]
+    pub rpz_tsig_key: Option<PathBuf>,
+    /// address range (CIDR) allowed to transfer the zones without a key (repeatable)
+    #[argh(option)]
+    pub rpz_allow: Vec<String>,
     /// log level: error, warn, info, debug or trace (default info)
     #[argh(option, default = "String::from(\"info\")")]
     pub log_level: String,
@@ -179,7 +196,51 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     limits.body_timeout = seconds("body-timeout", args.body_timeout)?;
     limits.write_timeout = seconds("write-timeout", args.write_timeout)?;
     config.export = export_from(args)?;
+    config.rpz = rpz_from(args)?;
     Ok(config)
+}
+
+/// The RPZ primary's configuration from the `--rpz-*` flags; the others mean nothing without
+/// `--rpz-listen`, which needs a key or an address range to admit anyone.
+fn rpz_from(args: &ServeArgs) -> Result<Option<crate::rpz::RpzConfig>, String> {
+    let Some(listen) = &args.rpz_listen else {
+        if args.rpz_zone_suffix.is_some()
+            || !args.rpz_notify.is_empty()
+            || args.rpz_tsig_key.is_some()
+            || !args.rpz_allow.is_empty()
+        {
+            return Err("the --rpz-* flags need --rpz-listen".into());
+        }
+        return Ok(None);
+    };
+    let address = |flag: &str, s: &str| {
+        s.trim()
+            .parse::<std::net::SocketAddr>()
+            .map_err(|_| format!("{flag} {s:?}: expected ADDRESS:PORT, e.g. 127.0.0.1:5353"))
+    };
+    let config = crate::rpz::RpzConfig {
+        listen: address("--rpz-listen", listen)?,
+        suffix: crate::rpz::parse_suffix(
+            args.rpz_zone_suffix
+                .as_deref()
+                .unwrap_or(crate::rpz::DEFAULT_SUFFIX),
+        )?,
+        notify: args
+            .rpz_notify
+            .iter()
+            .map(|s| address("--rpz-notify", s))
+            .collect::<Result<_, _>>()?,
+        tsig_key: args.rpz_tsig_key.clone(),
+        allow: args
+            .rpz_allow
+            .iter()
+            .map(|s| crate::rpz::access::Cidr::parse(s))
+            .collect::<Result<_, _>>()?,
+    };
+    if config.tsig_key.is_none() && config.allow.is_empty() {
+        return Err("--rpz-listen needs --rpz-tsig-key or --rpz-allow (or both)".into());
+    }
+    Ok(Some(config))
 }
 
 /// The exporter's configuration from `--export-dir`, `--export-formats` and

@@ -97,28 +97,32 @@ impl Exporter {
     /// organization's files and removes those of organizations that no longer exist. `busy`
     /// tells whether the server is taking writes at the moment (the store's commits tell the
     /// rest, see `Pace`).
-    pub fn start(store: Store, config: ExportConfig, busy: Busy) -> Result<Exporter, String> {
-        let dir = &config.dir;
-        let shown = dir.display();
-        std::fs::create_dir_all(dir).map_err(|e| format!("--export-dir {shown}: {e}"))?;
-        let probe = dir.join(format!(".parasol-export-probe.tmp-{}", std::process::id()));
-        files::replace(&probe, b"")
-            .and_then(|()| std::fs::remove_file(&probe))
-            .map_err(|e| format!("--export-dir {shown}: cannot write files there: {e}"))?;
-        let writer = FileWriter::start(dir.clone(), config.formats.clone())
-            .map_err(|e| format!("cannot start the exporter's thread: {e}"))?;
+    pub fn start(
+        store: Store,
+        config: Option<ExportConfig>,
+        rpz: Option<crate::rpz::Primary>,
+        busy: Busy,
+    ) -> Result<Exporter, String> {
+        let writer = match &config {
+            Some(config) => Some(FileWriter::check_and_start(config)?),
+            None => None,
+        };
         store.track_list_changes(true);
-        let names: Vec<&str> = config.formats.iter().map(|f| f.name()).collect();
-        log::info!(
-            "export: keeping the block lists in {shown} ({}){}",
-            names.join(", "),
-            match &config.reload_cmd {
-                Some(c) => format!(", then running {c:?}"),
-                None => String::new(),
-            }
-        );
+        if let Some(config) = &config {
+            let names: Vec<&str> = config.formats.iter().map(|f| f.name()).collect();
+            log::info!(
+                "export: keeping the block lists in {} ({}){}",
+                config.dir.display(),
+                names.join(", "),
+                match &config.reload_cmd {
+                    Some(c) => format!(", then running {c:?}"),
+                    None => String::new(),
+                }
+            );
+        }
+        let reload_cmd = config.and_then(|c| c.reload_cmd);
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run(store, config, writer, busy, stopped));
+        let task = tokio::spawn(run(store, reload_cmd, writer, rpz, busy, stopped));
         Ok(Exporter { stop, task })
     }
 
@@ -133,8 +137,9 @@ impl Exporter {
 /// as `Pace` allows, until stopped.
 async fn run(
     store: Store,
-    config: ExportConfig,
-    writer: FileWriter,
+    reload_cmd: Option<String>,
+    writer: Option<FileWriter>,
+    rpz: Option<crate::rpz::Primary>,
     busy: Busy,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -142,12 +147,14 @@ async fn run(
     let mut rounds = Rounds {
         store,
         writer,
+        zones: rpz.as_ref().map(|p| p.zones()),
+        changed_zones: Vec::new(),
         known: BTreeSet::new(),
         pending: BTreeSet::new(),
         version: None,
         first: true,
     };
-    let mut reloader = Reloader::new(config.reload_cmd.map(Arc::from));
+    let mut reloader = Reloader::new(reload_cmd.map(Arc::from));
     let mut tick = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -185,6 +192,9 @@ async fn run(
                 if written > 0 || first {
                     reloader.request();
                 }
+                if let Some(p) = &rpz {
+                    p.changed(&std::mem::take(&mut rounds.changed_zones));
+                }
                 pace.round_ended(Instant::now(), took, written > 0);
             }
             Err(e) => {
@@ -192,6 +202,9 @@ async fn run(
                 pace.round_failed(Instant::now());
             }
         }
+    }
+    if let Some(p) = rpz {
+        p.stop();
     }
 }
 
@@ -307,7 +320,12 @@ impl Pace {
 /// The exporter's view of the organizations between rounds.
 struct Rounds {
     store: Store,
-    writer: FileWriter,
+    /// The files (`--export-dir`), if kept.
+    writer: Option<FileWriter>,
+    /// The RPZ primary's zones (`--rpz-listen`), if served.
+    zones: Option<Arc<crate::rpz::Zones>>,
+    /// Organizations whose zones changed in the last round (to be NOTIFYed).
+    changed_zones: Vec<i64>,
     /// Organizations whose files were written.
     known: BTreeSet<i64>,
     /// Organizations whose files are still to be written (or removed): a failed round's.
@@ -358,12 +376,12 @@ impl Rounds {
         for org in std::mem::take(&mut self.pending) {
             let result = if orgs.contains(&org) {
                 match self.store.effective_block_list(org).await {
-                    Ok((blocked, exceptions)) => self.writer.write(org, blocked, exceptions).await,
-                    Err(StoreError::NotFound) => self.writer.remove(org).await,
+                    Ok((blocked, exceptions)) => self.write(org, blocked, exceptions).await,
+                    Err(StoreError::NotFound) => self.remove(org).await,
                     Err(e) => Err(store_failure(e)),
                 }
             } else {
-                self.writer.remove(org).await
+                self.remove(org).await
             };
             match result {
                 Ok(()) => done += 1,
@@ -373,18 +391,76 @@ impl Rounds {
                 }
             }
         }
-        if self.first {
-            self.writer.sweep(orgs.clone()).await?;
-            self.writer.release();
-            self.first = false;
+        if let Some(zones) = &self.zones {
+            zones.end_round();
         }
-        if done > 0 {
-            self.writer.sync().await?;
+        if let Some(writer) = &self.writer {
+            if self.first {
+                writer.sweep(orgs.clone()).await?;
+                writer.release();
+            }
+            if done > 0 {
+                writer.sync().await?;
+            }
         }
+        self.first = false;
         self.known = orgs;
         match failure {
             Some(e) => Err(e),
             None => Ok(done),
+        }
+    }
+}
+
+impl Rounds {
+    /// Writes the organization's files and updates its zone.
+    async fn write(
+        &mut self,
+        org: i64,
+        blocked: Vec<String>,
+        exceptions: Vec<String>,
+    ) -> Result<(), String> {
+        let (blocked, exceptions) = match &self.zones {
+            Some(zones) => {
+                // Sorting a large list into triggers takes a while: off the runtime's threads.
+                let zones = zones.clone();
+                let for_files = self.writer.is_some();
+                let (changed, lists) = tokio::task::spawn_blocking(move || {
+                    let (entries, lists) = if for_files {
+                        let entries =
+                            crate::rpz::zone::entries_of(blocked.clone(), exceptions.clone());
+                        (entries, Some((blocked, exceptions)))
+                    } else {
+                        (crate::rpz::zone::entries_of(blocked, exceptions), None)
+                    };
+                    zones.update(org, entries).map(|changed| (changed, lists))
+                })
+                .await
+                .map_err(|e| format!("the zone update failed: {e}"))??;
+                if changed {
+                    self.changed_zones.push(org);
+                }
+                match lists {
+                    Some(lists) => lists,
+                    None => return Ok(()),
+                }
+            }
+            None => (blocked, exceptions),
+        };
+        match &self.writer {
+            Some(w) => w.write(org, blocked, exceptions).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the organization's files and zone.
+    async fn remove(&mut self, org: i64) -> Result<(), String> {
+        if let Some(zones) = &self.zones {
+            zones.remove(org);
+        }
+        match &self.writer {
+            Some(w) => w.remove(org).await,
+            None => Ok(()),
         }
     }
 }
@@ -429,6 +505,19 @@ struct FileWriter {
 }
 
 impl FileWriter {
+    /// Checks that the directory can be written (creating it if needed), then starts the thread.
+    fn check_and_start(config: &ExportConfig) -> Result<FileWriter, String> {
+        let dir = &config.dir;
+        let shown = dir.display();
+        std::fs::create_dir_all(dir).map_err(|e| format!("--export-dir {shown}: {e}"))?;
+        let probe = dir.join(format!(".parasol-export-probe.tmp-{}", std::process::id()));
+        files::replace(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| format!("--export-dir {shown}: cannot write files there: {e}"))?;
+        FileWriter::start(dir.clone(), config.formats.clone())
+            .map_err(|e| format!("cannot start the exporter's thread: {e}"))
+    }
+
     fn start(dir: PathBuf, formats: Vec<Format>) -> std::io::Result<FileWriter> {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
