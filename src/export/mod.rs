@@ -1,7 +1,8 @@
 //! The resolver exporter (`parasol serve --export-dir DIR`): keeps every organization's effective
 //! block list (its domain list minus what its allow list covers) in the files a local DNS resolver
 //! reads, `DIR/org-<id>.rpz`, `.unbound.conf`, `.dnsmasq.conf` and `.hosts`, so that an appliance
-//! blocks what its domain lists hold without an operator exporting anything by hand.
+//! blocks what its domain lists hold without an operator exporting anything by hand. The same
+//! rounds keep the RPZ primary's zones (`crate::rpz`, `--rpz-listen`), with or without files.
 //!
 //! How it keeps them current without slowing the write path:
 //! - The store records which organizations' lists may have changed (`Store::take_list_changes`:

@@ -9,7 +9,9 @@
 //!   differences since the secondary's serial, or the whole zone when the journal does not
 //!   reach back that far; AXFR (RFC 5936) sends the whole zone. Both over TCP only.
 //! - After a round that changed zones, each `--rpz-notify` address gets a NOTIFY (RFC 1996) per
-//!   changed zone, repeated until answered (a few times at most).
+//!   changed zone, repeated until answered (a few times at most). Unsigned: a NOTIFY only makes
+//!   the secondary ask for the serial, with its own authentication, and Unbound refuses a
+//!   signed one.
 //! - Transfers and SOA queries are answered to requests signed with the `--rpz-tsig-key` key
 //!   (RFC 8945) or coming from an `--rpz-allow` range; a request signed with another key or a
 //!   wrong signature gets NOTAUTH, everything else REFUSED: other names, other types, other
@@ -192,7 +194,9 @@ async fn send_notify(shared: Arc<Shared>, zone: Name, serial: u32, to: SocketAdd
             return;
         }
     };
-    let (id, bytes) = match wire::notify(&zone, serial, shared.key.as_ref()) {
+    // Unsigned: Unbound does not take a signed NOTIFY, and a NOTIFY only makes the secondary
+    // ask for the serial, which it does with its own authentication.
+    let (id, bytes) = match wire::notify(&zone, serial) {
         Ok(m) => m,
         Err(e) => {
             log::warn!("rpz: cannot build NOTIFY for {zone}: {e}");
@@ -208,8 +212,14 @@ async fn send_notify(shared: Arc<Shared>, zone: Name, serial: u32, to: SocketAdd
             let mut buf = [0u8; 2048];
             loop {
                 match socket.recv_from(&mut buf).await {
-                    Ok((n, src)) if src == to && n >= 2 && buf[..2] == id.to_be_bytes() => {
-                        return true
+                    Ok((n, src)) if src == to && n >= 4 && buf[..2] == id.to_be_bytes() => {
+                        let rcode = buf[3] & 0x0f;
+                        if rcode != 0 {
+                            log::info!(
+                                "rpz: NOTIFY for {zone} to {to}: answered with RCODE {rcode}"
+                            );
+                        }
+                        return true;
                     }
                     Ok(_) => continue,
                     Err(_) => return false,

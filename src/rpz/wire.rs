@@ -63,8 +63,8 @@ fn ns(zone: &Name) -> Record {
 /// not fit under the zone's name (a name of 255 octets at most): one such record would make
 /// the secondary refuse the whole zone.
 pub fn triggers(zone: &str, entry: &Entry) -> Option<[Record; 2]> {
-    let wildcard = Name::from_ascii(format!("*.{}.{zone}", entry.0)).ok()?;
-    let exact = Name::from_ascii(format!("{}.{zone}", entry.0)).ok()?;
+    let wildcard = Name::from_ascii(format!("*.{}.{zone}.", entry.0)).ok()?;
+    let exact = Name::from_ascii(format!("{}.{zone}.", entry.0)).ok()?;
     let target = match entry.1 {
         Action::Block => Name::root(),
         Action::Passthru => Name::from_ascii("rpz-passthru.").ok()?,
@@ -178,23 +178,14 @@ pub fn tsig_error(request: &Message, error: TsigError, signer: Option<&TSigner>)
     m.to_vec().unwrap_or_default()
 }
 
-/// A NOTIFY for the zone at `serial` (RFC 1996), signed with `signer` if given; with the
-/// message's id.
-pub fn notify(
-    zone: &Name,
-    serial: u32,
-    signer: Option<&TSigner>,
-) -> Result<(u16, Vec<u8>), String> {
+/// A NOTIFY for the zone at `serial` (RFC 1996), with the message's id.
+pub fn notify(zone: &Name, serial: u32) -> Result<(u16, Vec<u8>), String> {
     let mut m = Message::new(rand_id(), MessageType::Query, OpCode::Notify);
     m.metadata.authoritative = true;
     let mut q = Query::query(zone.clone(), RecordType::SOA);
     q.query_class = DNSClass::IN;
     m.add_query(q);
     m.add_answer(soa(zone, serial));
-    if let Some(s) = signer {
-        let (record, _) = s.sign_message(&m, now()).map_err(|e| e.to_string())?;
-        m.set_signature(record);
-    }
     Ok((m.metadata.id, m.to_vec().map_err(|e| e.to_string())?))
 }
 
