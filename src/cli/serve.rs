@@ -484,6 +484,86 @@ mod tests {
         }
     }
 
+    /// `--rpz-listen` with a key file or an address range; the other `--rpz-*` flags need it,
+    /// and their values are checked before the server starts.
+    #[test]
+    fn rpz_flags() {
+        let config = |args: &[&str]| {
+            let parsed = super::ServeArgs::from_args(&["parasol", "serve"], args).unwrap();
+            super::config_from(&parsed)
+        };
+        assert!(config(&[]).unwrap().rpz.is_none());
+        let r = config(&[
+            "--rpz-listen",
+            "127.0.0.1:5353",
+            "--rpz-allow",
+            "10.0.0.0/8",
+            "--rpz-notify",
+            "127.0.0.1:53",
+            "--rpz-notify",
+            "[::1]:53",
+            "--rpz-zone-suffix",
+            "Policy.Example.",
+        ])
+        .unwrap()
+        .rpz
+        .unwrap();
+        assert_eq!(r.listen, "127.0.0.1:5353".parse().unwrap());
+        assert_eq!(r.suffix, "policy.example");
+        assert_eq!(r.notify.len(), 2);
+        assert_eq!(
+            r.allow,
+            vec![crate::rpz::access::Cidr::parse("10.0.0.0/8").unwrap()]
+        );
+        let r = config(&["--rpz-listen", "[::1]:53", "--rpz-tsig-key", "/k"])
+            .unwrap()
+            .rpz
+            .unwrap();
+        assert_eq!(r.suffix, crate::rpz::DEFAULT_SUFFIX);
+        assert_eq!(r.tsig_key.as_deref(), Some(std::path::Path::new("/k")));
+        for (args, needle) in [
+            (&["--rpz-allow", "10.0.0.0/8"][..], "need --rpz-listen"),
+            (&["--rpz-tsig-key", "/k"][..], "need --rpz-listen"),
+            (
+                &["--rpz-listen", "127.0.0.1:5353"][..],
+                "--rpz-tsig-key or --rpz-allow",
+            ),
+            (
+                &["--rpz-listen", "localhost", "--rpz-tsig-key", "/k"][..],
+                "ADDRESS:PORT",
+            ),
+            (
+                &["--rpz-listen", "127.0.0.1:53", "--rpz-allow", "10.0.0.0/33"][..],
+                "--rpz-allow",
+            ),
+            (
+                &[
+                    "--rpz-listen",
+                    "127.0.0.1:53",
+                    "--rpz-allow",
+                    "::1",
+                    "--rpz-notify",
+                    "x",
+                ][..],
+                "--rpz-notify",
+            ),
+            (
+                &[
+                    "--rpz-listen",
+                    "127.0.0.1:53",
+                    "--rpz-allow",
+                    "::1",
+                    "--rpz-zone-suffix",
+                    "a..b",
+                ][..],
+                "--rpz-zone-suffix",
+            ),
+        ] {
+            let e = config(args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+        }
+    }
+
     /// The handlers must be in place once `shutdown_signal` has returned, before anything polls
     /// its future: the server logs "ready" first, and a SIGTERM sent on that cue would otherwise
     /// kill the process (here: the test binary) instead of being seen.
