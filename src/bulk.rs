@@ -9,19 +9,16 @@
 //! unchanged on an idle server. One thread per core: more would not finish sooner, and each
 //! batch in progress holds several times its size in parsed form.
 //!
-//! Work that no request waits for at all (the resolver exporter reading a list and writing its
-//! files) runs lower still, at nice +19: it must not take the CPU from the bulk threads either,
-//! which carry the ingest that makes it necessary.
+//! The resolver exporter's work (reading a list, writing its files) runs at the same priority: no
+//! request waits for it, but it has a deadline (a change is in the files within a second), which
+//! it would miss at the lowest priority whenever other processes keep every core busy. It keeps
+//! out of the way of an ingest by when it runs (after a burst of writes, see `crate::export`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::{mpsc, Arc, Mutex};
 
 /// The niceness of the bulk threads.
 const NICE: i32 = 5;
-/// The niceness of background work that no request waits for (the resolver exporter's reads and
-/// files): below the bulk threads too, so that it takes from a busy server only a few percent of a
-/// core (a nice 19 thread weighs 15 against a nice 5 thread's 335 and a normal thread's 1024).
-const BACKGROUND_NICE: i32 = 19;
 
 type Task = Box<dyn FnOnce() + Send>;
 
@@ -36,9 +33,12 @@ impl BulkPool {
         BulkPool::with(threads, NICE, "parasol-bulk")
     }
 
-    /// Starts one thread at the background priority, for work no request waits for.
+    /// Starts one thread at the bulk threads' priority, for long work that no request waits for
+    /// but a deadline does (the resolver exporter's reads of whole lists). Not nice +19: a
+    /// thread that weighs 15 against a normal thread's 1024 gets next to nothing while other
+    /// processes keep every core busy, and the deadline passes many times over.
     pub fn background(name: &str) -> std::io::Result<BulkPool> {
-        BulkPool::with(1, BACKGROUND_NICE, name)
+        BulkPool::with(1, NICE, name)
     }
 
     fn with(threads: usize, nice: i32, name: &str) -> std::io::Result<BulkPool> {
@@ -88,11 +88,6 @@ impl BulkPool {
 /// priority.
 pub(crate) fn lower_priority() {
     set_nice(NICE);
-}
-
-/// Lowers this thread's priority to that of background work (see `BACKGROUND_NICE`).
-pub(crate) fn background_priority() {
-    set_nice(BACKGROUND_NICE);
 }
 
 fn set_nice(nice: i32) {

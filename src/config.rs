@@ -87,6 +87,8 @@ pub struct ServerConfig {
     pub cloud_limits: bool,
     /// Keep the block lists in files for a local resolver (`--export-dir`).
     pub export: Option<crate::export::ExportConfig>,
+    /// Serve the block lists as response-policy zones (`--rpz-listen`).
+    pub rpz: Option<crate::rpz::RpzConfig>,
     pub limits: Limits,
     /// Which requests get an access log line.
     pub access_log: crate::access::AccessLog,
@@ -108,6 +110,7 @@ impl ServerConfig {
             demo: false,
             cloud_limits: false,
             export: None,
+            rpz: None,
             limits: Limits::default(),
             access_log: crate::access::AccessLog::All,
             metrics_listen: None,

@@ -25,6 +25,7 @@ pub mod page_cache;
 pub mod ratelimit;
 pub mod reputation;
 pub mod router;
+pub mod rpz;
 pub mod secrets;
 pub mod server;
 pub mod slots;

@@ -123,18 +123,22 @@ pub async fn run(
         budget: budget.clone(),
     });
 
-    let exporter = match &config.export {
-        Some(e) => {
-            // Large request bodies (event batches) are charged to the budget while in flight.
-            let budget = budget.clone();
-            let busy = Box::new(move || budget.in_use() > 0);
-            Some(crate::export::Exporter::start(
-                store.clone(),
-                e.clone(),
-                busy,
-            )?)
-        }
+    let rpz = match &config.rpz {
+        Some(r) => Some(crate::rpz::Primary::start(r, &config.data_dir)?),
         None => None,
+    };
+    let exporter = if config.export.is_some() || rpz.is_some() {
+        // Large request bodies (event batches) are charged to the budget while in flight.
+        let budget = budget.clone();
+        let busy = Box::new(move || budget.in_use() > 0);
+        Some(crate::export::Exporter::start(
+            store.clone(),
+            config.export.clone(),
+            rpz,
+            busy,
+        )?)
+    } else {
+        None
     };
 
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;

@@ -383,14 +383,15 @@ async fn readers_never_see_a_half_written_file() {
 }
 
 /// A shell snippet for `--export-reload-cmd` that records each run in `log` (and "overlap" when
-/// it finds another run still going), copies the exported hosts files to `seen`, and takes a
-/// while, so that rewrites happen while it runs.
+/// it finds another run still going), copies the exported hosts files to `seen` (logging the run
+/// first, so that whoever finds a copy in `seen` finds its run in `log`), and takes a while, so
+/// that rewrites happen while it runs.
 fn recording_reload(work: &Path) -> String {
     let w = work.display();
     format!(
         "if mkdir '{w}/busy' 2>/dev/null; then :; else echo overlap >> '{w}/log'; fi; \
-         cat '{w}'/exports/org-*.hosts > '{w}/seen.tmp'; mv '{w}/seen.tmp' '{w}/seen'; \
-         echo run >> '{w}/log'; sleep 0.3; rmdir '{w}/busy'"
+         cat '{w}'/exports/org-*.hosts > '{w}/seen.tmp'; echo run >> '{w}/log'; \
+         mv '{w}/seen.tmp' '{w}/seen'; sleep 0.3; rmdir '{w}/busy'"
     )
 }
 
@@ -516,4 +517,54 @@ async fn an_unwritable_export_directory_is_refused_at_start() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--export-dir"), "{err}");
+}
+
+/// The niceness of each of this process's threads whose name starts with `prefix` (Linux: the
+/// 19th field of `/proc/self/task/<tid>/stat`, counted after the command's parentheses).
+fn niceness_of_threads(prefix: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let task = task.unwrap().path();
+        let (Some(comm), Some(stat)) = (read(&task.join("comm")), read(&task.join("stat"))) else {
+            continue;
+        };
+        if !comm.starts_with(prefix) {
+            continue;
+        }
+        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 1..]
+            .split_ascii_whitespace()
+            .collect();
+        out.push(fields[16].parse().unwrap());
+    }
+    out
+}
+
+/// The exporter's work has a deadline, so it does not run at the lowest priority (nice +19),
+/// which other processes keeping every core busy starve for tens of seconds: the thread that
+/// writes the files and the one that reads the lists (SQLite) run at the bulk threads' +5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exporter_does_not_run_at_the_lowest_priority() {
+    let s = start(&[Format::Hosts]).await;
+    let (org, key) = s.create_org("Priority");
+    post(&s, &key, &["priority.example"]).await;
+    let path = exports_of(&s).join(format!("org-{org}.hosts"));
+    wait_for("the name in the file", || {
+        read(&path)?.contains(" priority.example\n").then_some(())
+    })
+    .await;
+    // SAFETY: getpriority on the calling thread.
+    let ours = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    let writers = niceness_of_threads("parasol-export");
+    assert!(!writers.is_empty(), "no exporter thread found");
+    let readers = niceness_of_threads("parasol-store-b");
+    if !on_postgres() {
+        assert!(!readers.is_empty(), "no store background thread found");
+    }
+    for nice in writers.into_iter().chain(readers) {
+        assert!(
+            nice < 19 && nice <= ours + 5,
+            "an exporter thread at nice {nice}"
+        );
+    }
+    s.stop().await;
 }

@@ -57,6 +57,23 @@ pub struct ServeArgs {
     /// "unbound-control reload_keep_cache"; never two at once, failures logged
     #[argh(option)]
     pub export_reload_cmd: Option<String>,
+    /// serve every organization's effective block list as the response-policy zone
+    /// org-<id>.<suffix> to resolvers by zone transfer (AXFR, IXFR, NOTIFY) on this address,
+    /// UDP and TCP (e.g. 127.0.0.1:5353; see docs/blocking-with-your-resolver.md)
+    #[argh(option)]
+    pub rpz_listen: Option<String>,
+    /// the zones' suffix under --rpz-listen (default rpz.parasol: zones org-<id>.rpz.parasol)
+    #[argh(option)]
+    pub rpz_zone_suffix: Option<String>,
+    /// send NOTIFY to this ADDR:PORT when a zone changes (repeatable)
+    #[argh(option)]
+    pub rpz_notify: Vec<String>,
+    /// TSIG key file as tsig-keygen writes it: transfers signed with it are allowed
+    #[argh(option)]
+    pub rpz_tsig_key: Option<PathBuf>,
+    /// address range (CIDR) allowed to transfer the zones without a key (repeatable)
+    #[argh(option)]
+    pub rpz_allow: Vec<String>,
     /// log level: error, warn, info, debug or trace (default info)
     #[argh(option, default = "String::from(\"info\")")]
     pub log_level: String,
@@ -179,7 +196,51 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     limits.body_timeout = seconds("body-timeout", args.body_timeout)?;
     limits.write_timeout = seconds("write-timeout", args.write_timeout)?;
     config.export = export_from(args)?;
+    config.rpz = rpz_from(args)?;
     Ok(config)
+}
+
+/// The RPZ primary's configuration from the `--rpz-*` flags; the others mean nothing without
+/// `--rpz-listen`, which needs a key or an address range to admit anyone.
+fn rpz_from(args: &ServeArgs) -> Result<Option<crate::rpz::RpzConfig>, String> {
+    let Some(listen) = &args.rpz_listen else {
+        if args.rpz_zone_suffix.is_some()
+            || !args.rpz_notify.is_empty()
+            || args.rpz_tsig_key.is_some()
+            || !args.rpz_allow.is_empty()
+        {
+            return Err("the --rpz-* flags need --rpz-listen".into());
+        }
+        return Ok(None);
+    };
+    let address = |flag: &str, s: &str| {
+        s.trim()
+            .parse::<std::net::SocketAddr>()
+            .map_err(|_| format!("{flag} {s:?}: expected ADDRESS:PORT, e.g. 127.0.0.1:5353"))
+    };
+    let config = crate::rpz::RpzConfig {
+        listen: address("--rpz-listen", listen)?,
+        suffix: crate::rpz::parse_suffix(
+            args.rpz_zone_suffix
+                .as_deref()
+                .unwrap_or(crate::rpz::DEFAULT_SUFFIX),
+        )?,
+        notify: args
+            .rpz_notify
+            .iter()
+            .map(|s| address("--rpz-notify", s))
+            .collect::<Result<_, _>>()?,
+        tsig_key: args.rpz_tsig_key.clone(),
+        allow: args
+            .rpz_allow
+            .iter()
+            .map(|s| crate::rpz::access::Cidr::parse(s))
+            .collect::<Result<_, _>>()?,
+    };
+    if config.tsig_key.is_none() && config.allow.is_empty() {
+        return Err("--rpz-listen needs --rpz-tsig-key or --rpz-allow (or both)".into());
+    }
+    Ok(Some(config))
 }
 
 /// The exporter's configuration from `--export-dir`, `--export-formats` and
@@ -416,6 +477,86 @@ mod tests {
             (
                 &["--export-dir", "/x", "--export-reload-cmd", " "][..],
                 "empty",
+            ),
+        ] {
+            let e = config(args).unwrap_err();
+            assert!(e.contains(needle), "{args:?}: {e}");
+        }
+    }
+
+    /// `--rpz-listen` with a key file or an address range; the other `--rpz-*` flags need it,
+    /// and their values are checked before the server starts.
+    #[test]
+    fn rpz_flags() {
+        let config = |args: &[&str]| {
+            let parsed = super::ServeArgs::from_args(&["parasol", "serve"], args).unwrap();
+            super::config_from(&parsed)
+        };
+        assert!(config(&[]).unwrap().rpz.is_none());
+        let r = config(&[
+            "--rpz-listen",
+            "127.0.0.1:5353",
+            "--rpz-allow",
+            "10.0.0.0/8",
+            "--rpz-notify",
+            "127.0.0.1:53",
+            "--rpz-notify",
+            "[::1]:53",
+            "--rpz-zone-suffix",
+            "Policy.Example.",
+        ])
+        .unwrap()
+        .rpz
+        .unwrap();
+        assert_eq!(r.listen, "127.0.0.1:5353".parse().unwrap());
+        assert_eq!(r.suffix, "policy.example");
+        assert_eq!(r.notify.len(), 2);
+        assert_eq!(
+            r.allow,
+            vec![crate::rpz::access::Cidr::parse("10.0.0.0/8").unwrap()]
+        );
+        let r = config(&["--rpz-listen", "[::1]:53", "--rpz-tsig-key", "/k"])
+            .unwrap()
+            .rpz
+            .unwrap();
+        assert_eq!(r.suffix, crate::rpz::DEFAULT_SUFFIX);
+        assert_eq!(r.tsig_key.as_deref(), Some(std::path::Path::new("/k")));
+        for (args, needle) in [
+            (&["--rpz-allow", "10.0.0.0/8"][..], "need --rpz-listen"),
+            (&["--rpz-tsig-key", "/k"][..], "need --rpz-listen"),
+            (
+                &["--rpz-listen", "127.0.0.1:5353"][..],
+                "--rpz-tsig-key or --rpz-allow",
+            ),
+            (
+                &["--rpz-listen", "localhost", "--rpz-tsig-key", "/k"][..],
+                "ADDRESS:PORT",
+            ),
+            (
+                &["--rpz-listen", "127.0.0.1:53", "--rpz-allow", "10.0.0.0/33"][..],
+                "--rpz-allow",
+            ),
+            (
+                &[
+                    "--rpz-listen",
+                    "127.0.0.1:53",
+                    "--rpz-allow",
+                    "::1",
+                    "--rpz-notify",
+                    "x",
+                ][..],
+                "--rpz-notify",
+            ),
+            (
+                &[
+                    "--rpz-listen",
+                    "127.0.0.1:53",
+                    "--rpz-allow",
+                    "::1",
+                    "--rpz-zone-suffix",
+                    "a..b",
+                ][..],
+                "--rpz-zone-suffix",
             ),
         ] {
             let e = config(args).unwrap_err();

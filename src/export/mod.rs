@@ -1,7 +1,8 @@
 //! The resolver exporter (`parasol serve --export-dir DIR`): keeps every organization's effective
 //! block list (its domain list minus what its allow list covers) in the files a local DNS resolver
 //! reads, `DIR/org-<id>.rpz`, `.unbound.conf`, `.dnsmasq.conf` and `.hosts`, so that an appliance
-//! blocks what its domain lists hold without an operator exporting anything by hand.
+//! blocks what its domain lists hold without an operator exporting anything by hand. The same
+//! rounds keep the RPZ primary's zones (`crate::rpz`, `--rpz-listen`), with or without files.
 //!
 //! How it keeps them current without slowing the write path:
 //! - The store records which organizations' lists may have changed (`Store::take_list_changes`:
@@ -14,12 +15,16 @@
 //!   for as long as the change can still reach the files within `FRESH` (`Pace`): a burst of
 //!   batches is not slowed by a rewrite in its middle, and writes that never pause still see
 //!   their changes in the files in time.
-//! - After a round of rewrites that took `d`, the next round starts no sooner than
-//!   `BUSY_SHARE * d` later: however large the lists, the exporter works at most a twentieth of
-//!   the time. Its work runs at the background priority of `crate::bulk` (nice +19), below the
-//!   threads that answer requests, commit writes and parse large batches: the store reads a list
-//!   for it on a background thread, and the files are written on a thread of its own. On a busy
-//!   core it takes a few percent of the CPU, and the ingest that made the change goes first.
+//! - After a round of rewrites that took `d`, the next round starts early (as soon as the write
+//!   path is quiet) no sooner than `BUSY_SHARE * d` later, so that a server taking changes now
+//!   and then spends at most a twentieth of its time rewriting large lists. That spacing never
+//!   holds a change back past its deadline: a round goes when the change would otherwise miss
+//!   `FRESH`, whatever the last round took.
+//! - Its work runs at the priority of the bulk threads of `crate::bulk` (nice +5), below the
+//!   threads that answer requests and commit writes, but high enough to meet its deadline when
+//!   other processes keep every core busy (at nice +19 a round of a few milliseconds took tens of
+//!   seconds on such a machine). The store reads a list for it on a thread of its own, and the
+//!   files are written on another.
 //! - Each file is replaced whole (`files::replace`): a resolver reads the old list or the new one.
 //!   The directory is synced once a round, before the reload command runs.
 //! - The reload command (`--export-reload-cmd`) runs after each round that changed files, in a
@@ -63,8 +68,8 @@ impl ExportConfig {
 /// The shortest time from the end of one round of rewrites to the start of the next (see `Pace`
 /// for when a round starts within that bound).
 pub const INTERVAL: Duration = Duration::from_millis(200);
-/// After a round of rewrites that took `d`, the next one starts no sooner than this many `d`
-/// later (see the module's comment). Measured with `parasol-bench --compare-exports`: at 4 (a
+/// After a round of rewrites that took `d`, the next one starts before its deadline (see `Pace`)
+/// no sooner than this many `d` later (see the module's comment). Measured with `parasol-bench --compare-exports`: at 4 (a
 /// fifth of the time), an ingest of new names rewriting a list of a hundred thousand names
 /// several times a second cost the ingest about 10% of its rate on a server held to one core;
 /// at 19 the exporter's share is bounded by 5%. Rounds under `INTERVAL / BUSY_SHARE` (lists of
@@ -93,28 +98,32 @@ impl Exporter {
     /// organization's files and removes those of organizations that no longer exist. `busy`
     /// tells whether the server is taking writes at the moment (the store's commits tell the
     /// rest, see `Pace`).
-    pub fn start(store: Store, config: ExportConfig, busy: Busy) -> Result<Exporter, String> {
-        let dir = &config.dir;
-        let shown = dir.display();
-        std::fs::create_dir_all(dir).map_err(|e| format!("--export-dir {shown}: {e}"))?;
-        let probe = dir.join(format!(".parasol-export-probe.tmp-{}", std::process::id()));
-        files::replace(&probe, b"")
-            .and_then(|()| std::fs::remove_file(&probe))
-            .map_err(|e| format!("--export-dir {shown}: cannot write files there: {e}"))?;
-        let writer = FileWriter::start(dir.clone(), config.formats.clone())
-            .map_err(|e| format!("cannot start the exporter's thread: {e}"))?;
+    pub fn start(
+        store: Store,
+        config: Option<ExportConfig>,
+        rpz: Option<crate::rpz::Primary>,
+        busy: Busy,
+    ) -> Result<Exporter, String> {
+        let writer = match &config {
+            Some(config) => Some(FileWriter::check_and_start(config)?),
+            None => None,
+        };
         store.track_list_changes(true);
-        let names: Vec<&str> = config.formats.iter().map(|f| f.name()).collect();
-        log::info!(
-            "export: keeping the block lists in {shown} ({}){}",
-            names.join(", "),
-            match &config.reload_cmd {
-                Some(c) => format!(", then running {c:?}"),
-                None => String::new(),
-            }
-        );
+        if let Some(config) = &config {
+            let names: Vec<&str> = config.formats.iter().map(|f| f.name()).collect();
+            log::info!(
+                "export: keeping the block lists in {} ({}){}",
+                config.dir.display(),
+                names.join(", "),
+                match &config.reload_cmd {
+                    Some(c) => format!(", then running {c:?}"),
+                    None => String::new(),
+                }
+            );
+        }
+        let reload_cmd = config.and_then(|c| c.reload_cmd);
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run(store, config, writer, busy, stopped));
+        let task = tokio::spawn(run(store, reload_cmd, writer, rpz, busy, stopped));
         Ok(Exporter { stop, task })
     }
 
@@ -129,8 +138,9 @@ impl Exporter {
 /// as `Pace` allows, until stopped.
 async fn run(
     store: Store,
-    config: ExportConfig,
-    writer: FileWriter,
+    reload_cmd: Option<String>,
+    writer: Option<FileWriter>,
+    rpz: Option<crate::rpz::Primary>,
     busy: Busy,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -138,12 +148,14 @@ async fn run(
     let mut rounds = Rounds {
         store,
         writer,
+        zones: rpz.as_ref().map(|p| p.zones()),
+        changed_zones: Vec::new(),
         known: BTreeSet::new(),
         pending: BTreeSet::new(),
         version: None,
         first: true,
     };
-    let mut reloader = Reloader::new(config.reload_cmd.map(Arc::from));
+    let mut reloader = Reloader::new(reload_cmd.map(Arc::from));
     let mut tick = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -181,6 +193,9 @@ async fn run(
                 if written > 0 || first {
                     reloader.request();
                 }
+                if let Some(p) = &rpz {
+                    p.changed(&std::mem::take(&mut rounds.changed_zones));
+                }
                 pace.round_ended(Instant::now(), took, written > 0);
             }
             Err(e) => {
@@ -188,6 +203,9 @@ async fn run(
                 pace.round_failed(Instant::now());
             }
         }
+    }
+    if let Some(p) = rpz {
+        p.stop();
     }
 }
 
@@ -202,12 +220,17 @@ const WRITES_QUIET: Duration = Duration::from_millis(50);
 const FRESH: Duration = Duration::from_secs(1);
 const MARGIN: Duration = Duration::from_millis(50);
 
-/// When rounds run. A round is due once the spacing after the previous round has passed
-/// (`INTERVAL`, or `BUSY_SHARE` times the time the previous round took), something may have
-/// changed, and either the write path has been quiet for `QUIET` or the change has waited as
-/// long as `FRESH` allows. So a burst of writes (an ingest of a few seconds, a product posting
-/// a batch) is not slowed by a rewrite in its middle: the rewrite follows it, at once, while a
-/// stream of writes that never pauses still sees its changes in the files within `FRESH`.
+/// When rounds run. A round is due once something may have changed and either
+/// - the change has waited as long as `FRESH` allows (its deadline, less the time the last round
+///   took and half as much again, and `MARGIN`), or
+/// - the spacing after the previous round has passed (`INTERVAL`, or `BUSY_SHARE` times the time
+///   the previous round took) and the write path has been quiet for `WRITES_QUIET`.
+///
+/// So a burst of writes (an ingest of a few seconds, a product posting a batch) is not slowed
+/// by a rewrite in its middle: the rewrite follows it, at once, while a stream of writes that
+/// never pauses still sees its changes in the files within `FRESH`. The spacing only decides
+/// how early a round may go, never how late: a round of a large list (or the first round, which
+/// writes every organization's files) does not hold the next change back past its deadline.
 ///
 /// "Something may have changed": the store's version moved (SQLite: any commit, by this server
 /// or a command run beside it) or this server committed; on an engine without a version
@@ -265,12 +288,12 @@ impl Pace {
         let Some(since) = self.since else {
             return false;
         };
-        if now < self.next {
-            return false;
+        let late = since + FRESH.saturating_sub(self.took + self.took / 2 + MARGIN);
+        if now >= late {
+            return true;
         }
         let quiet = now.saturating_duration_since(self.last_busy) >= WRITES_QUIET;
-        let late = since + FRESH.saturating_sub(self.took + self.took / 2 + MARGIN);
-        quiet || now >= late
+        quiet && now >= self.next
     }
 
     /// A round starts: it takes every change made until now (those made while it runs are seen
@@ -298,7 +321,12 @@ impl Pace {
 /// The exporter's view of the organizations between rounds.
 struct Rounds {
     store: Store,
-    writer: FileWriter,
+    /// The files (`--export-dir`), if kept.
+    writer: Option<FileWriter>,
+    /// The RPZ primary's zones (`--rpz-listen`), if served.
+    zones: Option<Arc<crate::rpz::Zones>>,
+    /// Organizations whose zones changed in the last round (to be NOTIFYed).
+    changed_zones: Vec<i64>,
     /// Organizations whose files were written.
     known: BTreeSet<i64>,
     /// Organizations whose files are still to be written (or removed): a failed round's.
@@ -349,12 +377,12 @@ impl Rounds {
         for org in std::mem::take(&mut self.pending) {
             let result = if orgs.contains(&org) {
                 match self.store.effective_block_list(org).await {
-                    Ok((blocked, exceptions)) => self.writer.write(org, blocked, exceptions).await,
-                    Err(StoreError::NotFound) => self.writer.remove(org).await,
+                    Ok((blocked, exceptions)) => self.write(org, blocked, exceptions).await,
+                    Err(StoreError::NotFound) => self.remove(org).await,
                     Err(e) => Err(store_failure(e)),
                 }
             } else {
-                self.writer.remove(org).await
+                self.remove(org).await
             };
             match result {
                 Ok(()) => done += 1,
@@ -364,18 +392,76 @@ impl Rounds {
                 }
             }
         }
-        if self.first {
-            self.writer.sweep(orgs.clone()).await?;
-            self.writer.release();
-            self.first = false;
+        if let Some(zones) = &self.zones {
+            zones.end_round();
         }
-        if done > 0 {
-            self.writer.sync().await?;
+        if let Some(writer) = &self.writer {
+            if self.first {
+                writer.sweep(orgs.clone()).await?;
+                writer.release();
+            }
+            if done > 0 {
+                writer.sync().await?;
+            }
         }
+        self.first = false;
         self.known = orgs;
         match failure {
             Some(e) => Err(e),
             None => Ok(done),
+        }
+    }
+}
+
+impl Rounds {
+    /// Writes the organization's files and updates its zone.
+    async fn write(
+        &mut self,
+        org: i64,
+        blocked: Vec<String>,
+        exceptions: Vec<String>,
+    ) -> Result<(), String> {
+        let (blocked, exceptions) = match &self.zones {
+            Some(zones) => {
+                // Sorting a large list into triggers takes a while: off the runtime's threads.
+                let zones = zones.clone();
+                let for_files = self.writer.is_some();
+                let (changed, lists) = tokio::task::spawn_blocking(move || {
+                    let (entries, lists) = if for_files {
+                        let entries =
+                            crate::rpz::zone::entries_of(blocked.clone(), exceptions.clone());
+                        (entries, Some((blocked, exceptions)))
+                    } else {
+                        (crate::rpz::zone::entries_of(blocked, exceptions), None)
+                    };
+                    zones.update(org, entries).map(|changed| (changed, lists))
+                })
+                .await
+                .map_err(|e| format!("the zone update failed: {e}"))??;
+                if changed {
+                    self.changed_zones.push(org);
+                }
+                match lists {
+                    Some(lists) => lists,
+                    None => return Ok(()),
+                }
+            }
+            None => (blocked, exceptions),
+        };
+        match &self.writer {
+            Some(w) => w.write(org, blocked, exceptions).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Removes the organization's files and zone.
+    async fn remove(&mut self, org: i64) -> Result<(), String> {
+        if let Some(zones) = &self.zones {
+            zones.remove(org);
+        }
+        match &self.writer {
+            Some(w) => w.remove(org).await,
+            None => Ok(()),
         }
     }
 }
@@ -412,20 +498,33 @@ enum Job {
     Release,
 }
 
-/// The thread that renders and writes the files, at the background priority, below the threads
-/// that answer requests, commit writes and parse batches (rendering a large list takes a while;
-/// fsyncs wait for the disk). Requests go to it one at a time and the task waits for each.
+/// The thread that renders and writes the files, at the bulk threads' priority, below the threads
+/// that answer requests and commit writes (rendering a large list takes a while; fsyncs wait for
+/// the disk). Requests go to it one at a time and the task waits for each.
 struct FileWriter {
     jobs: std::sync::mpsc::Sender<Job>,
 }
 
 impl FileWriter {
+    /// Checks that the directory can be written (creating it if needed), then starts the thread.
+    fn check_and_start(config: &ExportConfig) -> Result<FileWriter, String> {
+        let dir = &config.dir;
+        let shown = dir.display();
+        std::fs::create_dir_all(dir).map_err(|e| format!("--export-dir {shown}: {e}"))?;
+        let probe = dir.join(format!(".parasol-export-probe.tmp-{}", std::process::id()));
+        files::replace(&probe, b"")
+            .and_then(|()| std::fs::remove_file(&probe))
+            .map_err(|e| format!("--export-dir {shown}: cannot write files there: {e}"))?;
+        FileWriter::start(dir.clone(), config.formats.clone())
+            .map_err(|e| format!("cannot start the exporter's thread: {e}"))
+    }
+
     fn start(dir: PathBuf, formats: Vec<Format>) -> std::io::Result<FileWriter> {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("parasol-export".into())
             .spawn(move || {
-                crate::bulk::background_priority();
+                crate::bulk::lower_priority();
                 let mut files = Files {
                     dir,
                     formats,
@@ -765,7 +864,16 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
 
     /// A pace as the exporter's first round, which took `took`, leaves it at `t0`.
-    fn after_first_round(t0: Instant, took: Duration, blind: bool) -> Pace {
+    fn after_first_round(t0: Instant, took: Duration) -> Pace {
+        after_first_round_on(t0, took, false)
+    }
+
+    /// The same on an engine without a version.
+    fn after_first_round_blind(t0: Instant, took: Duration) -> Pace {
+        after_first_round_on(t0, took, true)
+    }
+
+    fn after_first_round_on(t0: Instant, took: Duration, blind: bool) -> Pace {
         let mut pace = Pace::new(t0, blind);
         pace.observe(t0, false, 0, (!blind).then_some(0));
         pace.round_starts(t0);
@@ -799,7 +907,7 @@ mod tests {
     #[test]
     fn a_round_waits_for_a_burst_to_end() {
         let t0 = Instant::now();
-        let mut pace = after_first_round(t0, 10 * MS, false);
+        let mut pace = after_first_round(t0, 10 * MS);
         // Nothing changed: never due.
         assert_eq!(
             first_due(&mut pace, t0, 2 * FRESH, |_| (false, false)),
@@ -819,7 +927,7 @@ mod tests {
     #[test]
     fn writes_that_never_pause_still_reach_the_files_in_time() {
         let t0 = Instant::now();
-        let mut pace = after_first_round(t0, 40 * MS, false);
+        let mut pace = after_first_round(t0, 40 * MS);
         assert_eq!(first_due(&mut pace, t0, FRESH, |_| (false, false)), None);
         let t1 = t0 + FRESH + TICK;
         let due = first_due(&mut pace, t1, 2 * FRESH, |_| (false, true)).unwrap();
@@ -829,15 +937,74 @@ mod tests {
         assert!(due >= latest && due < latest + TICK, "{due:?}");
     }
 
-    #[test]
-    fn rounds_keep_their_spacing_and_a_blind_engine_looks_every_interval() {
-        let t0 = Instant::now();
-        // A round of 100 ms: the next one no sooner than BUSY_SHARE times that later.
-        let mut pace = after_first_round(t0, 100 * MS, false);
-        let due = first_due(&mut pace, t0, 4 * FRESH, |at| (false, at == Duration::ZERO)).unwrap();
-        assert!(due >= 100 * MS * BUSY_SHARE, "{due:?}");
+    /// The deadline of a change: how long after `from` the round must start for the change to
+    /// be in the files within `FRESH` of the look before it was seen, if the round takes as
+    /// long as the last one did (`first_due` looks every `TICK`, so within one of that).
+    fn deadline(took: Duration) -> Duration {
+        FRESH - (took + took / 2 + MARGIN)
+    }
 
-        let mut blind = after_first_round(t0, MS, true);
+    #[test]
+    fn the_first_change_after_start_is_not_held_back_by_the_first_round() {
+        // The first round wrote every organization's files, which took 432 ms; the first change
+        // comes two seconds after it, on a quiet server.
+        let t0 = Instant::now();
+        let took = 432 * MS;
+        let mut pace = after_first_round(t0, took);
+        assert_eq!(
+            first_due(&mut pace, t0, 2 * FRESH, |_| (false, false)),
+            None
+        );
+        let t1 = t0 + 2 * FRESH + TICK;
+        let due = first_due(&mut pace, t1, 10 * FRESH, |at| {
+            (false, at == Duration::ZERO)
+        })
+        .expect("the change is written");
+        assert!(due <= deadline(took), "{due:?}");
+        assert!(due + took <= FRESH, "{due:?}");
+    }
+
+    #[test]
+    fn a_round_of_a_large_list_does_not_hold_the_next_change_back() {
+        // A round of two seconds (a list of millions of names): the next change starts a round
+        // at once, not BUSY_SHARE times two seconds later, whether the server is quiet or busy.
+        for busy in [false, true] {
+            let t0 = Instant::now();
+            let mut pace = after_first_round(t0, 2 * FRESH);
+            let t1 = t0 + 3 * FRESH;
+            let due = first_due(&mut pace, t1, 60 * FRESH, |at| (busy, at == Duration::ZERO));
+            assert_eq!(due, Some(Duration::ZERO), "busy: {busy}");
+        }
+    }
+
+    #[test]
+    fn rounds_keep_their_spacing_within_the_deadline_and_a_blind_engine_looks_every_interval() {
+        let t0 = Instant::now();
+        // A round of 30 ms: a change on a quiet server waits for the spacing (BUSY_SHARE times
+        // that), which ends before its deadline.
+        let took = 30 * MS;
+        let mut pace = after_first_round(t0, took);
+        let due = first_due(&mut pace, t0, 4 * FRESH, |at| (false, at == Duration::ZERO)).unwrap();
+        assert!(
+            due >= took * BUSY_SHARE && due < took * BUSY_SHARE + TICK,
+            "{due:?}"
+        );
+        assert!(due < deadline(took));
+        // A round of 100 ms: the spacing would end after the deadline; the deadline wins.
+        let took = 100 * MS;
+        let mut pace = after_first_round(t0, took);
+        let due = first_due(&mut pace, t0, 4 * FRESH, |at| (false, at == Duration::ZERO)).unwrap();
+        assert!(deadline(took) < took * BUSY_SHARE);
+        assert!(
+            due >= deadline(took) - TICK && due <= deadline(took),
+            "{due:?}"
+        );
+        // A short round: the spacing is INTERVAL.
+        let mut pace = after_first_round(t0, MS);
+        let due = first_due(&mut pace, t0, FRESH, |at| (false, at == Duration::ZERO)).unwrap();
+        assert!(due >= INTERVAL && due < INTERVAL + TICK, "{due:?}");
+
+        let mut blind = after_first_round_blind(t0, MS);
         let due = first_due(&mut blind, t0, FRESH, |_| (false, false)).unwrap();
         assert!(due >= INTERVAL && due <= INTERVAL + TICK, "{due:?}");
     }

@@ -399,10 +399,11 @@ impl Sqlite {
         self.read(f).await
     }
 
-    /// Like `read`, but on a thread at the background priority of `crate::bulk`, for long reads
-    /// that no request waits for (the resolver exporter's whole lists): on a busy server they
-    /// take a few percent of a core from the requests and the writes instead of an equal share.
-    /// Should that thread not start, the read runs as `read` does.
+    /// Like `read`, but on a thread of its own at the bulk threads' priority (`crate::bulk`), for
+    /// long reads that no request waits for (the resolver exporter's whole lists): on a busy
+    /// server they take less than an equal share from the requests and the writes, yet still
+    /// finish within the exporter's deadline. Should that thread not start, the read runs as
+    /// `read` does.
     async fn read_background<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,

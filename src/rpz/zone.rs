@@ -1,0 +1,308 @@
+//! The zones in memory: each organization's effective block list as sorted triggers, its serial, and a journal of the differences between its recent versions (what IXFR sends).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use crate::export::formats::{next_serial, serial_after};
+
+/// What a trigger does to the name and everything below it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Action {
+    /// Listed: NXDOMAIN (`CNAME .`).
+    Block,
+    /// Allow-listed under a listed name: answered normally (`CNAME rpz-passthru.`).
+    Passthru,
+}
+
+/// One trigger: a name and its action (two records in the zone, the name and `*.name`).
+pub type Entry = (Box<str>, Action);
+
+/// The difference from one version of a zone to the next.
+#[derive(Debug)]
+pub struct Delta {
+    pub from: u32,
+    pub to: u32,
+    pub removed: Vec<Entry>,
+    pub added: Vec<Entry>,
+}
+
+/// A journal reaches back at most this many versions, and holds at most this many changed
+/// triggers in all (or the zone's size, when larger): beyond that a full transfer is as cheap.
+const JOURNAL_VERSIONS: usize = 256;
+const JOURNAL_ENTRIES: usize = 100_000;
+
+/// One organization's zone.
+#[derive(Debug)]
+pub struct Zone {
+    pub serial: u32,
+    /// Sorted by name, each name once.
+    pub entries: Arc<Vec<Entry>>,
+    /// Oldest first; each delta's `to` is the next one's `from`, the last one's the serial.
+    journal: VecDeque<Arc<Delta>>,
+    journal_entries: usize,
+}
+
+/// What an IXFR from a secondary's serial gets.
+pub enum Transfer {
+    /// The secondary is current (or ahead): the SOA alone.
+    Current,
+    /// The differences since its serial, oldest first.
+    Deltas(Vec<Arc<Delta>>),
+    /// The whole zone (the journal does not reach back that far).
+    Full,
+}
+
+impl Zone {
+    /// The versions from `serial` to the current one, if the journal reaches back to it.
+    fn since(&self, serial: u32) -> Transfer {
+        if !serial_after(self.serial, serial) {
+            return Transfer::Current;
+        }
+        let Some(start) = self.journal.iter().position(|d| d.from == serial) else {
+            return Transfer::Full;
+        };
+        let deltas = self.journal.iter().skip(start).cloned().collect();
+        Transfer::Deltas(deltas)
+    }
+}
+
+/// Every organization's zone, and the serial of the last change.
+pub struct Zones {
+    inner: Mutex<State>,
+    /// Where the last serial handed out is kept, so that serials keep growing across restarts.
+    serial_file: Option<PathBuf>,
+}
+
+struct State {
+    zones: BTreeMap<i64, Zone>,
+    /// The last serial handed out (to any zone).
+    last: u32,
+    /// The serial of the round in progress, once one of its zones changed.
+    round: Option<u32>,
+}
+
+/// The triggers of an effective block list, sorted, each name once (an exception that is also
+/// listed lets the name through).
+pub fn entries_of(blocked: Vec<String>, exceptions: Vec<String>) -> Vec<Entry> {
+    let mut map: BTreeMap<Box<str>, Action> = BTreeMap::new();
+    for n in blocked {
+        map.insert(n.into_boxed_str(), Action::Block);
+    }
+    for n in exceptions {
+        map.insert(n.into_boxed_str(), Action::Passthru);
+    }
+    map.into_iter().collect()
+}
+
+/// The triggers in `old` and not in `new`, and those in `new` and not in `old` (both sorted).
+fn diff(old: &[Entry], new: &[Entry]) -> (Vec<Entry>, Vec<Entry>) {
+    let (mut removed, mut added) = (Vec::new(), Vec::new());
+    let (mut i, mut j) = (0, 0);
+    loop {
+        match (old.get(i), new.get(j)) {
+            (Some(a), Some(b)) => match a.0.cmp(&b.0) {
+                std::cmp::Ordering::Equal => {
+                    if a.1 != b.1 {
+                        removed.push(a.clone());
+                        added.push(b.clone());
+                    }
+                    i += 1;
+                    j += 1;
+                }
+                std::cmp::Ordering::Less => {
+                    removed.push(a.clone());
+                    i += 1;
+                }
+                std::cmp::Ordering::Greater => {
+                    added.push(b.clone());
+                    j += 1;
+                }
+            },
+            (Some(a), None) => {
+                removed.push(a.clone());
+                i += 1;
+            }
+            (None, Some(b)) => {
+                added.push(b.clone());
+                j += 1;
+            }
+            (None, None) => break,
+        }
+    }
+    (removed, added)
+}
+
+impl Zones {
+    /// No zones yet; serials start above the one kept in `serial_file` and above the clock.
+    pub fn new(serial_file: Option<PathBuf>) -> Zones {
+        let kept = serial_file
+            .as_ref()
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .and_then(|t| t.trim().parse::<u32>().ok());
+        Zones {
+            inner: Mutex::new(State {
+                zones: BTreeMap::new(),
+                last: kept.unwrap_or(0),
+                round: None,
+            }),
+            serial_file,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The serial of the changes of the round in progress: one more than the last, or the clock
+    /// when later; kept on disk before any secondary can see it.
+    fn round_serial(&self, state: &mut State) -> Result<u32, String> {
+        if let Some(s) = state.round {
+            return Ok(s);
+        }
+        let serial = next_serial(
+            (state.last != 0).then_some(state.last),
+            crate::timefmt::now(),
+        );
+        if let Some(f) = &self.serial_file {
+            crate::export::files::write_atomically(f, format!("{serial}\n").as_bytes())?;
+        }
+        state.last = serial;
+        state.round = Some(serial);
+        Ok(serial)
+    }
+
+    /// The organization's effective block list is now this: returns whether its zone changed
+    /// (a new zone counts as changed).
+    pub fn update(&self, org: i64, entries: Vec<Entry>) -> Result<bool, String> {
+        let mut state = self.state();
+        let (removed, added) = match state.zones.get(&org) {
+            Some(z) => diff(&z.entries, &entries),
+            None => (Vec::new(), Vec::new()),
+        };
+        let exists = state.zones.contains_key(&org);
+        if exists && removed.is_empty() && added.is_empty() {
+            return Ok(false);
+        }
+        let serial = self.round_serial(&mut state)?;
+        let entries = Arc::new(entries);
+        match state.zones.get_mut(&org) {
+            Some(zone) => {
+                let size = removed.len() + added.len();
+                zone.journal.push_back(Arc::new(Delta {
+                    from: zone.serial,
+                    to: serial,
+                    removed,
+                    added,
+                }));
+                zone.journal_entries += size;
+                let cap = JOURNAL_ENTRIES.max(entries.len());
+                while zone.journal.len() > JOURNAL_VERSIONS
+                    || (zone.journal_entries > cap && zone.journal.len() > 1)
+                {
+                    if let Some(d) = zone.journal.pop_front() {
+                        zone.journal_entries -= d.removed.len() + d.added.len();
+                    }
+                }
+                zone.serial = serial;
+                zone.entries = entries;
+            }
+            None => {
+                state.zones.insert(
+                    org,
+                    Zone {
+                        serial,
+                        entries,
+                        journal: VecDeque::new(),
+                        journal_entries: 0,
+                    },
+                );
+            }
+        }
+        Ok(true)
+    }
+
+    /// The organization no longer exists: its zone goes.
+    pub fn remove(&self, org: i64) -> bool {
+        self.state().zones.remove(&org).is_some()
+    }
+
+    /// The round of changes is over: the next change gets a new serial.
+    pub fn end_round(&self) {
+        self.state().round = None;
+    }
+
+    /// The zone's serial and triggers now.
+    pub fn snapshot(&self, org: i64) -> Option<(u32, Arc<Vec<Entry>>)> {
+        let state = self.state();
+        let z = state.zones.get(&org)?;
+        Some((z.serial, z.entries.clone()))
+    }
+
+    /// The zone's serial, and what an IXFR from `serial` sends.
+    pub fn since(&self, org: i64, serial: u32) -> Option<(u32, Transfer)> {
+        let state = self.state();
+        let z = state.zones.get(&org)?;
+        Some((z.serial, z.since(serial)))
+    }
+
+    /// The zone's serial.
+    pub fn serial(&self, org: i64) -> Option<u32> {
+        self.state().zones.get(&org).map(|z| z.serial)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn e(v: &[(&str, Action)]) -> Vec<Entry> {
+        v.iter().map(|(n, a)| (Box::from(*n), *a)).collect()
+    }
+
+    #[test]
+    fn differences_are_journaled_and_serials_only_grow() {
+        let zones = Zones::new(None);
+        assert!(zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
+        zones.end_round();
+        let (s1, _) = zones.snapshot(1).unwrap();
+        assert!(!zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
+        let next = e(&[("a.test", Action::Passthru), ("b.test", Action::Block)]);
+        assert!(zones.update(1, next).unwrap());
+        zones.end_round();
+        let (s2, entries) = zones.snapshot(1).unwrap();
+        assert!(serial_after(s2, s1));
+        assert_eq!(entries.len(), 2);
+        let Some((_, Transfer::Deltas(d))) = zones.since(1, s1) else {
+            panic!("no deltas")
+        };
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].removed, e(&[("a.test", Action::Block)]));
+        assert_eq!(
+            d[0].added,
+            e(&[("a.test", Action::Passthru), ("b.test", Action::Block)])
+        );
+        assert!(matches!(zones.since(1, s2), Some((_, Transfer::Current))));
+        assert!(matches!(
+            zones.since(1, s1.wrapping_sub(5)),
+            Some((_, Transfer::Full))
+        ));
+        assert!(zones.remove(1));
+        assert!(zones.snapshot(1).is_none());
+    }
+
+    #[test]
+    fn the_serial_is_kept_across_restarts() {
+        let dir = crate::testdir::TempDir::new("rpz-serial");
+        let file = dir.join("rpz-serial");
+        // A serial ahead of the clock (more than a change a second for a while).
+        let ahead = u32::try_from(crate::timefmt::now()).unwrap() + 100_000;
+        std::fs::write(&file, format!("{ahead}\n")).unwrap();
+        let zones = Zones::new(Some(file.clone()));
+        zones.update(3, Vec::new()).unwrap();
+        assert_eq!(zones.serial(3), Some(ahead + 1));
+        let again = Zones::new(Some(file));
+        again.update(3, Vec::new()).unwrap();
+        assert_eq!(again.serial(3), Some(ahead + 2));
+    }
+}
