@@ -433,21 +433,54 @@ pub enum RouteError {
 /// Most segments of a routed path (`/parasol/v1/organizations/{org}/allowlist/{name}`).
 const MAX_SEGMENTS: usize = 6;
 
-/// The parameters of `segs` if they match `template`.
-fn matches(template: &str, segs: &[&str]) -> Option<Params> {
-    let mut params = Params::default();
-    let mut tmpl = template.split('/').skip(1);
-    let mut n = 0;
-    for seg in segs {
-        let t = tmpl.next()?;
-        if t.starts_with('{') {
-            *params.0.get_mut(n)? = Some(read_param(t, seg)?);
-            n += 1;
-        } else if t != *seg {
+/// A row's template cut into its segments once, so that routing a request compares segment
+/// counts and literal segments rather than splitting every template of the table again (the
+/// table is scanned in order; cutting each template per request cost tens of thousands of
+/// instructions for a path near its end).
+struct Compiled {
+    len: usize,
+    segs: [&'static str; MAX_SEGMENTS],
+}
+
+/// `ROUTES`' templates, cut (see `Compiled`), in the same order.
+fn compiled() -> &'static [Compiled] {
+    static COMPILED: std::sync::OnceLock<Vec<Compiled>> = std::sync::OnceLock::new();
+    COMPILED.get_or_init(|| {
+        ROUTES
+            .iter()
+            .map(|row| {
+                let mut segs = [""; MAX_SEGMENTS];
+                let mut len = 0;
+                for (slot, seg) in segs.iter_mut().zip(row.template.split('/').skip(1)) {
+                    *slot = seg;
+                    len += 1;
+                }
+                Compiled { len, segs }
+            })
+            .collect()
+    })
+}
+
+/// The parameters of `segs` if they match the template cut into `c`.
+fn matches(c: &Compiled, segs: &[&str]) -> Option<Params> {
+    if c.len != segs.len() {
+        return None;
+    }
+    // Literal segments first: most rows fail there, before any parameter is read.
+    for (t, seg) in c.segs.iter().zip(segs) {
+        if !t.starts_with('{') && t != seg {
             return None;
         }
     }
-    tmpl.next().is_none().then_some(params)
+    let mut params = Params::default();
+    let mut n = 0;
+    for (t, seg) in c.segs.iter().zip(segs) {
+        if t.starts_with('{') {
+            *params.0.get_mut(n)? = Some(read_param(t, seg)?);
+            n += 1;
+        }
+    }
+    Some(params)
 }
 
 /// Routes a request by method and path (without the query).
@@ -481,13 +514,19 @@ pub fn route(method: &Method, path: &str) -> Result<Route, RouteError> {
     // The template the path matched, and its parameters (a path matches one template at most,
     // and the rows of a template are adjacent).
     let mut hit: Option<(&str, Params)> = None;
-    for (kind, row) in ROUTES.iter().enumerate() {
+    // The template of the row before, when it did not match: its other rows are skipped.
+    let mut missed: Option<&str> = None;
+    for ((kind, row), c) in ROUTES.iter().enumerate().zip(compiled()) {
         match &hit {
             Some((t, _)) if *t != row.template => break,
             Some(_) => {}
-            None => match matches(row.template, segs) {
+            None if missed == Some(row.template) => continue,
+            None => match matches(c, segs) {
                 Some(p) => hit = Some((row.template, p)),
-                None => continue,
+                None => {
+                    missed = Some(row.template);
+                    continue;
+                }
             },
         }
         if verb == Some(row.verb) {
@@ -824,11 +863,26 @@ mod tests {
                 .map(String::from)
                 .collect();
             let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
-            let matching: Vec<_> = seen
+            let matching: Vec<_> = ROUTES
                 .iter()
-                .filter(|u| matches(u, &segs).is_some())
+                .zip(compiled())
+                .filter(|(_, c)| matches(c, &segs).is_some())
+                .map(|(row, _)| row.template)
                 .collect();
-            assert_eq!(matching, [t], "{t}");
+            assert!(!matching.is_empty(), "{t} matches no row");
+            assert!(
+                matching.iter().all(|u| u == t),
+                "{t} also matches {matching:?}"
+            );
+        }
+        // Every template fits the segments routing reads (a longer one would be cut short).
+        for (row, c) in ROUTES.iter().zip(compiled()) {
+            assert_eq!(
+                c.len,
+                row.template.split('/').skip(1).count(),
+                "{}",
+                row.template
+            );
         }
         let methods: std::collections::BTreeSet<_> = routes().into_iter().collect();
         assert_eq!(methods.len(), ROUTE_KINDS, "a (method, template) twice");
