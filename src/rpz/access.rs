@@ -89,7 +89,8 @@ pub fn parse_key(text: &str) -> Result<TSigner, String> {
         }
     };
     let secret = secret.ok_or("the key has no secret")?;
-    let secret = crate::management::auth::base64_decode(&secret)
+    let secret = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &secret)
+        .ok()
         .filter(|s| !s.is_empty())
         .ok_or("the secret is not base64")?;
     let name = Name::from_ascii(name).map_err(|e| format!("key name {name:?}: {e}"))?;
