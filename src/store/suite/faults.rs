@@ -1,0 +1,1 @@
+//! Storage faults through the store's interface.
