@@ -10,7 +10,7 @@
 //! writer's page cache is shrunk for the whole process, `cache=PAGES`) and a panicking write
 //! (`panic@N` counts the writes of the whole process; `sqlite::tests` panics a write of its own).
 //!
-//! PostgreSQL (`postgres_faults`): on a cluster of the test's own.
+//! PostgreSQL's classes are in `postgres_faults`, on a cluster of the test's own.
 
 use super::enforcement::listed;
 use super::*;
@@ -27,21 +27,28 @@ async fn sqlite_with_a_name(dir: &TempDir) -> (Store, CreatedOrganization) {
     (store, a)
 }
 
-/// Waits (bounded) until the store takes writes again by itself.
-async fn until_writable(s: &Store) {
+/// Waits (bounded: a minute, for a machine busy with other work) until `done` holds.
+pub(super) async fn within(what: &str, mut done: impl FnMut() -> bool) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !s.health().writable {
+    while !done() {
         assert!(
             std::time::Instant::now() < deadline,
-            "the store did not recover by itself: {:?}",
-            s.health()
+            "waited a minute for {what}"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
 
+/// Waits (bounded) until the store takes writes again by itself.
+async fn until_writable(s: &Store) {
+    within("the store to take writes again by itself", || {
+        s.health().writable
+    })
+    .await;
+}
+
 /// The fault's kind, if `r` is the error of a storage fault.
-fn fault_kind<T: std::fmt::Debug>(r: Result<T>) -> FaultKind {
+pub(super) fn fault_kind<T: std::fmt::Debug>(r: Result<T>) -> FaultKind {
     match r {
         Err(StoreError::Unavailable(f)) => f.kind,
         other => panic!("expected a storage fault, got {other:?}"),

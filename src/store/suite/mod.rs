@@ -9,6 +9,7 @@ mod coverage;
 mod enforcement;
 mod faults;
 mod management;
+mod postgres_faults;
 
 use std::future::Future;
 
