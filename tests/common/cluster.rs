@@ -2,11 +2,55 @@
 //! for the fault tests that stop, reconfigure or promote a server: the shared cluster of
 //! `.ci/postgres` is left alone. It needs that script's server binaries (`PARASOL_PG_BIN`); as
 //! root, the clusters run as the unprivileged user `.ci/postgres` creates (`parasol-ci`).
+//!
+//! One file for both kinds of test: the integration suites use it as `common::cluster`, the
+//! library's store suite includes it (`src/store/suite/postgres_faults.rs`), so it needs nothing
+//! but the crates both have.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::{run, TempDir};
+/// Runs a future to completion from synchronous code (or from inside a test's own runtime,
+/// which it leaves alone): on a thread with a runtime of its own.
+pub fn run<F>(fut: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap()
+                    .block_on(fut)
+            })
+            .join()
+            .unwrap()
+    })
+}
+
+/// A cluster's directory, removed on drop.
+pub struct ClusterDir(PathBuf);
+
+impl ClusterDir {
+    fn new() -> ClusterDir {
+        let p = std::env::temp_dir().join(format!("parasol-cluster-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&p).unwrap();
+        ClusterDir(p)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ClusterDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// The unprivileged user the clusters run as when the tests run as root.
 const RUN_AS: &str = "parasol-ci";
@@ -14,7 +58,7 @@ const RUN_AS: &str = "parasol-ci";
 /// One PostgreSQL server: a primary made by `Cluster::start`, or a standby of one
 /// (`Cluster::standby`). Stopped (immediately) and removed on drop.
 pub struct Cluster {
-    pub dir: TempDir,
+    pub dir: ClusterDir,
     pub port: u16,
     bin: String,
     /// `cluster_name`: the name a standby's connection gives the primary.
@@ -61,8 +105,8 @@ fn free_port() -> u16 {
 }
 
 /// A directory the clusters' user owns.
-fn owned_dir() -> TempDir {
-    let dir = TempDir::new();
+fn owned_dir() -> ClusterDir {
+    let dir = ClusterDir::new();
     if as_root() {
         check(
             "chown",

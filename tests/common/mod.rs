@@ -548,25 +548,8 @@ pub fn dir_store(dir: &Path) -> Store {
 }
 
 /// Runs a store operation to completion from synchronous code (or from inside a test's own
-/// runtime, which it leaves alone): on a thread with a runtime of its own.
-pub fn run<F>(fut: F) -> F::Output
-where
-    F: std::future::Future + Send,
-    F::Output: Send,
-{
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap()
-                    .block_on(fut)
-            })
-            .join()
-            .unwrap()
-    })
-}
+/// runtime): written once, beside the clusters that need it too.
+pub use cluster::run;
 
 impl Drop for TestServer {
     fn drop(&mut self) {

@@ -783,35 +783,16 @@ mod tests {
     /// by name looked cheapest (and then took seconds a request once the list had grown).
     #[test]
     fn ingest_plans_probe_the_name_index_and_never_scan_the_list() {
-        let Ok(admin) = std::env::var("PARASOL_TEST_POSTGRES") else {
-            eprintln!("runs on PostgreSQL only: PARASOL_TEST_POSTGRES is not set");
-            return;
-        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         runtime.block_on(async {
-            let (base, _) = admin.rsplit_once('/').unwrap();
-            let name = format!("t_plans_{}", std::process::id());
-            let (client, conn) = tokio_postgres::connect(
-                &format!("{base}/postgres?sslmode=disable"),
-                tokio_postgres::NoTls,
-            )
-            .await
-            .unwrap();
-            tokio::spawn(conn);
-            client
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .await
-                .unwrap();
-            client
-                .batch_execute(&format!("CREATE DATABASE {name}"))
-                .await
-                .unwrap();
-            let pg = Postgres::open(&format!("{base}/{name}?sslmode=disable"), OpenRole::Server)
-                .await
-                .unwrap();
+            let Some(fresh) = crate::store::suite::FreshDatabase::new("plans").await else {
+                eprintln!("runs on PostgreSQL only: PARASOL_TEST_POSTGRES is not set");
+                return;
+            };
+            let pg = Postgres::open(&fresh.url, OpenRole::Server).await.unwrap();
             let db = pg.db().await.unwrap();
             db.batch("SET plan_cache_mode = force_generic_plan")
                 .await
@@ -852,10 +833,7 @@ mod tests {
             db.batch("ROLLBACK").await.unwrap();
             drop(db);
             pg.close();
-            client
-                .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-                .await
-                .unwrap();
+            fresh.remove().await;
         });
     }
 }

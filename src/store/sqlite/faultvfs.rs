@@ -19,6 +19,11 @@
 //! `panic@N` makes the writer's N-th write panic (a bug in a write, as far as the writer can
 //! tell), to show that the writer survives it.
 //!
+//! The library's own tests arm rules of the same form on one database at a time instead
+//! (`arm`, in test builds only, where every connection passes through this VFS): calls are then
+//! counted on that database's files from the arming, and other tests of the process, on other
+//! databases, are left alone.
+//!
 //! One more rule, `cache=PAGES`, shrinks the writer's page cache to that many pages, so that a
 //! group of writes larger than it spills pages to the WAL in the middle of its transaction (as a
 //! group of megabyte batches does with the normal cache): a fault then strikes between two
@@ -176,11 +181,17 @@ pub fn vfs_over(
     parent_c: &'static CStr,
 ) -> Result<&'static str, String> {
     let registered = REGISTERED.get_or_init(|| {
-        let Ok(plan) = std::env::var(ENV) else {
-            return Ok(None);
+        let plan = match std::env::var(ENV) {
+            Ok(plan) => {
+                log::warn!("storage fault injection is on ({ENV}={plan}): for tests only");
+                plan
+            }
+            // The library's tests arm faults per database (`arm`): every connection passes
+            // through the VFS, with no plan of the environment's.
+            Err(_) if cfg!(test) => String::new(),
+            Err(_) => return Ok(None),
         };
         let parsed = parse(&plan)?;
-        log::warn!("storage fault injection is on ({ENV}={plan}): for tests only");
         // SAFETY: sqlite3_vfs_find with a valid C string; the VFS copied is a registered one,
         // alive for the process, and the copy, leaked, lives as long as the process, as
         // registration needs.
@@ -223,8 +234,15 @@ fn registered() -> Option<&'static Registered> {
     }
 }
 
-/// Counts a call of `op` on `target`; the SQLite error it must fail with, if a rule says so.
-fn injected(target: Target, op: Op) -> Option<c_int> {
+/// Counts a call of `op` on `target` (the file `f`); the SQLite error it must fail with, if a
+/// rule says so.
+fn injected(f: *mut ffi::sqlite3_file, target: Target, op: Op) -> Option<c_int> {
+    #[cfg(test)]
+    if let Some(error) = armed::struck(f, target, op) {
+        return Some(code(op, error));
+    }
+    #[cfg(not(test))]
+    let _ = f;
     let reg = registered()?;
     let slot = match (target, op) {
         (Target::Db, Op::Write) => 0,
@@ -238,11 +256,16 @@ fn injected(target: Target, op: Op) -> Option<c_int> {
         .rules
         .iter()
         .find(|r| r.target == target && r.op == op && (r.first..=r.last).contains(&n))?;
-    Some(match (rule.op, rule.error) {
+    Some(code(rule.op, rule.error))
+}
+
+/// The SQLite error a failing call of `op` reports.
+fn code(op: Op, error: Error) -> c_int {
+    match (op, error) {
         (_, Error::Enospc) => ffi::SQLITE_FULL,
         (Op::Write, Error::Eio) => ffi::SQLITE_IOERR_WRITE,
         (Op::Sync, Error::Eio) => ffi::SQLITE_IOERR_FSYNC,
-    })
+    }
 }
 
 /// A file: our header, followed in the same allocation by the parent's file it wraps.
@@ -251,6 +274,8 @@ struct FaultFile {
     base: ffi::sqlite3_file,
     real: *mut ffi::sqlite3_file,
     target: Option<Target>,
+    /// The file's full path as SQLite gave it to `open` (valid until `close`), or null.
+    name: *const c_char,
 }
 
 /// Offset of the wrapped file inside a `FaultFile` allocation (aligned for any C struct).
@@ -294,6 +319,7 @@ unsafe extern "C" fn open(
         let f = file.cast::<FaultFile>();
         std::ptr::addr_of_mut!((*f).real).write(real);
         std::ptr::addr_of_mut!((*f).target).write(target);
+        std::ptr::addr_of_mut!((*f).name).write(name);
         (*file).pMethods = &METHODS;
         rc
     }
@@ -347,7 +373,7 @@ unsafe extern "C" fn write(
     amount: c_int,
     offset: i64,
 ) -> c_int {
-    if let Some(rc) = target_of(f).and_then(|t| injected(t, Op::Write)) {
+    if let Some(rc) = target_of(f).and_then(|t| injected(f, t, Op::Write)) {
         // A torn write: half of it reaches the file.
         let _ = forward!(f, xWrite, buf, amount / 2, offset);
         return rc;
@@ -356,7 +382,7 @@ unsafe extern "C" fn write(
 }
 
 unsafe extern "C" fn sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    if let Some(rc) = target_of(f).and_then(|t| injected(t, Op::Sync)) {
+    if let Some(rc) = target_of(f).and_then(|t| injected(f, t, Op::Sync)) {
         return rc;
     }
     forward!(f, xSync, flags)
@@ -482,6 +508,94 @@ static METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
     xFetch: Some(fetch),
     xUnfetch: Some(unfetch),
 };
+
+/// Faults armed on one database by the library's tests.
+#[cfg(test)]
+pub(crate) mod armed {
+    use super::*;
+    use std::path::{Path, PathBuf};
+    use std::sync::Mutex;
+
+    struct Armed {
+        id: u64,
+        /// The database file; its WAL is this path with `-wal`.
+        db: PathBuf,
+        rule: Rule,
+        /// Calls of the rule's operation on the rule's file since the arming.
+        calls: u64,
+        /// Calls failed.
+        struck: u64,
+    }
+
+    static ARMED: Mutex<Vec<Armed>> = Mutex::new(Vec::new());
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+
+    /// A rule armed until dropped.
+    pub(crate) struct Fault(u64);
+
+    /// Arms `rule` (`FILE-OP:ERROR@FIRST[-LAST|+]`, counted on the database `db` from now) until
+    /// the returned fault is dropped.
+    pub(crate) fn arm(db: &Path, rule: &str) -> Fault {
+        let plan = parse(rule).unwrap();
+        assert_eq!(plan.rules.len(), 1, "one rule: {rule}");
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        let db = std::fs::canonicalize(db).unwrap();
+        ARMED.lock().unwrap().push(Armed {
+            id,
+            db,
+            rule: plan.rules[0],
+            calls: 0,
+            struck: 0,
+        });
+        Fault(id)
+    }
+
+    impl Fault {
+        /// The calls this rule has failed so far.
+        pub(crate) fn struck(&self) -> u64 {
+            let armed = ARMED.lock().unwrap();
+            armed
+                .iter()
+                .find(|a| a.id == self.0)
+                .map_or(0, |a| a.struck)
+        }
+    }
+
+    impl Drop for Fault {
+        fn drop(&mut self) {
+            ARMED.lock().unwrap().retain(|a| a.id != self.0);
+        }
+    }
+
+    /// Counts the call for the rules armed on `f`'s database; the error of one that strikes.
+    pub(super) fn struck(f: *mut ffi::sqlite3_file, target: Target, op: Op) -> Option<Error> {
+        // SAFETY: `f` is a file this VFS opened: its header was written in `open`, and SQLite
+        // keeps the name it points to valid until `close`.
+        let name = unsafe { (*f.cast::<FaultFile>()).name };
+        if name.is_null() {
+            return None;
+        }
+        // SAFETY: as above, a C string SQLite keeps for the file's life.
+        let name = unsafe { CStr::from_ptr(name) }.to_str().ok()?;
+        let mut armed = ARMED.lock().unwrap();
+        let mut error = None;
+        for a in armed.iter_mut() {
+            let file = match target {
+                Target::Db => a.db.clone(),
+                Target::Wal => PathBuf::from(format!("{}-wal", a.db.display())),
+            };
+            if a.rule.target != target || a.rule.op != op || Path::new(name) != file {
+                continue;
+            }
+            a.calls += 1;
+            if (a.rule.first..=a.rule.last).contains(&a.calls) {
+                a.struck += 1;
+                error = Some(a.rule.error);
+            }
+        }
+        error
+    }
+}
 
 #[cfg(test)]
 mod tests {

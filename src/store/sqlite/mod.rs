@@ -17,7 +17,7 @@ mod customers;
 mod devices;
 mod domains;
 pub mod export;
-mod faultvfs;
+pub(super) mod faultvfs;
 mod internal_networks;
 pub mod migrate;
 mod ops;

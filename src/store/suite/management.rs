@@ -1,116 +1,6 @@
-//! One test suite for the store, run on every engine: each management operation's rules and
-//! errors, through `Store`, on a new SQLite database and (when `PARASOL_TEST_POSTGRES` names a
-//! PostgreSQL server, as CI's PostgreSQL pass sets it) on a new PostgreSQL database. The rules
-//! are written once (`rules`); this holds each engine's statements to them.
-
-use std::future::Future;
+//! The management operations: each one's rules and errors.
 
 use super::*;
-use crate::testdir::TempDir;
-
-/// Runs `test` on a new SQLite store, then on a new PostgreSQL database if there is a server to
-/// make one on.
-fn on_each_engine<F, Fut>(name: &str, test: F)
-where
-    F: Fn(Store) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let dir = TempDir::new(name);
-        let store = Store::open_sqlite(&dir.join("parasol.db"), OpenRole::Server).unwrap();
-        test(store.clone()).await;
-        store.close();
-        let Ok(admin) = std::env::var("PARASOL_TEST_POSTGRES") else {
-            eprintln!("{name}: ran on SQLite only (PARASOL_TEST_POSTGRES is not set)");
-            return;
-        };
-        let (base, _) = admin.rsplit_once('/').unwrap();
-        let db = format!("t_suite_{name}_{}", std::process::id());
-        let (client, conn) = tokio_postgres::connect(
-            &format!("{base}/postgres?sslmode=disable"),
-            tokio_postgres::NoTls,
-        )
-        .await
-        .unwrap();
-        tokio::spawn(conn);
-        let drop = format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)");
-        client.batch_execute(&drop).await.unwrap();
-        let create = format!("CREATE DATABASE {db}");
-        client.batch_execute(&create).await.unwrap();
-        let url = format!("{base}/{db}?sslmode=disable");
-        let store = Store::open_postgres(&url, OpenRole::Server).await.unwrap();
-        test(store.clone()).await;
-        store.close();
-        client.batch_execute(&drop).await.unwrap();
-    });
-}
-
-fn org_fields(name: &str) -> OrgFields {
-    OrgFields {
-        name: name.into(),
-        seats: 10,
-        package_id: Some(1),
-        ..Default::default()
-    }
-}
-
-async fn organization(store: &Store, name: &str) -> CreatedOrganization {
-    store
-        .create_organization(Parent::None, org_fields(name), 100)
-        .await
-        .unwrap()
-}
-
-fn internal(name: &str, site: i64) -> InternalNetworkFields {
-    InternalNetworkFields {
-        name: name.into(),
-        ip_address: "10.0.0.0".into(),
-        prefix_length: 24,
-        site_id: site,
-    }
-}
-
-fn appliance(site: i64) -> NewAppliance {
-    NewAppliance {
-        name: "va".into(),
-        site_id: site,
-        is_upgradable: false,
-        state: Default::default(),
-        health: "ok".into(),
-        kind: "virtual".into(),
-        settings: Default::default(),
-    }
-}
-
-fn user(email: &str, role: i64) -> UserFields {
-    UserFields {
-        firstname: "A".into(),
-        lastname: "B".into(),
-        email: email.into(),
-        role_id: role,
-        timezone: "UTC".into(),
-    }
-}
-
-fn credential(key: &str) -> NewCredential {
-    NewCredential {
-        api_key: key.into(),
-        secret_hash: "$argon2id$x".into(),
-        label: None,
-    }
-}
-
-fn conflict_text(r: Result<impl std::fmt::Debug>) -> String {
-    match r {
-        Err(StoreError::Conflict(m)) => m,
-        other => panic!("expected a conflict, got {other:?}"),
-    }
-}
 
 #[test]
 fn sites_the_default_and_those_in_use_stay_and_references_must_be_the_organizations() {
@@ -147,6 +37,11 @@ fn sites_the_default_and_those_in_use_stay_and_references_must_be_the_organizati
             .register_appliance(a.id, appliance(branch.site_id), 300)
             .await
             .unwrap();
+        assert_eq!(
+            s.get_appliance(a.id, va.origin_id).await.unwrap(),
+            Some(va.clone())
+        );
+        assert_eq!(s.get_appliance(b.id, va.origin_id).await.unwrap(), None);
         let m = conflict_text(s.delete_site(a.id, branch.site_id).await);
         assert_eq!(
             m,

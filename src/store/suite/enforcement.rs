@@ -1,0 +1,320 @@
+//! The enforcement interface's operations (the `Backend` trait, engine-specific for speed):
+//! ingest, the list's pages, deletes, the purge, the effective block list, list changes and the
+//! counts for `/metrics`.
+
+use super::*;
+
+/// A request of `events` (name, listed by the acceptance checks) under `key`, received at `now`.
+pub(super) fn request(key: &str, events: &[(&str, bool)], now: i64) -> Ingest {
+    let batch = PreparedBatch::new(
+        events
+            .iter()
+            .map(|&(domain, listed)| PreparedEvent {
+                domain: domain.into(),
+                listed,
+            })
+            .collect(),
+        format!("[{}]", vec!["{}"; events.len()].join(",")),
+    );
+    Ingest {
+        key: CustomerKey::parse(key).unwrap(),
+        batch_id: uuid::Uuid::new_v4(),
+        now,
+        batch,
+        new_domain_budget: None,
+    }
+}
+
+/// Stores `names`, each listed, under `key`; returns how many were new.
+pub(super) async fn listed(s: &Store, key: &str, names: &[&str], now: i64) -> u64 {
+    let events: Vec<_> = names.iter().map(|n| (*n, true)).collect();
+    match s.ingest(request(key, &events, now)).await.unwrap() {
+        Ingested::Stored { added } => added,
+        other => panic!("not stored: {other:?}"),
+    }
+}
+
+fn key(k: &str) -> CustomerKey {
+    CustomerKey::parse(k).unwrap()
+}
+
+/// The names of a page, and whether a further page exists.
+async fn page(s: &Store, k: &str, page: u64, limit: u64) -> Option<(Vec<String>, bool)> {
+    let p = s.list_domains(key(k), page, limit).await.unwrap();
+    p.map(|(entries, more)| (entries.into_iter().map(|e| e.name).collect(), more))
+}
+
+#[test]
+fn ingest_lists_new_names_refreshes_repeated_ones_and_stores_refused_ones_unlisted() {
+    on_each_engine("ingest", |s| async move {
+        let a = organization(&s, "a").await;
+        let b = organization(&s, "b").await;
+        assert_eq!(
+            s.resolve_customer_key(key(&a.customer_key)).await.unwrap(),
+            Some(a.id)
+        );
+        let unknown = uuid::Uuid::new_v4().to_string();
+        assert_eq!(s.resolve_customer_key(key(&unknown)).await.unwrap(), None);
+        // A refused name is stored as an event, never listed; a name twice is listed once.
+        let first = [
+            ("x.example", true),
+            ("refused.example", false),
+            ("x.example", true),
+        ];
+        let r = s.ingest(request(&a.customer_key, &first, 10)).await;
+        assert_eq!(r, Ok(Ingested::Stored { added: 1 }));
+        assert_eq!(s.event_count(a.id).await.unwrap(), 3);
+        assert_eq!(s.listed_names(a.id).await.unwrap(), ["x.example"]);
+        // The same request again (a client's retry: the store keeps no batch id of its own, so
+        // it is a second request): stored again, the repeated name refreshed, not added.
+        let batch_id = uuid::Uuid::new_v4();
+        let again = |now| Ingest {
+            batch_id,
+            ..request(
+                &a.customer_key,
+                &[("x.example", true), ("y.example", true)],
+                now,
+            )
+        };
+        assert_eq!(s.ingest(again(20)).await, Ok(Ingested::Stored { added: 1 }));
+        assert_eq!(s.ingest(again(30)).await, Ok(Ingested::Stored { added: 0 }));
+        assert_eq!(s.event_count(a.id).await.unwrap(), 7);
+        assert_eq!(
+            s.listed_names(a.id).await.unwrap(),
+            ["x.example", "y.example"]
+        );
+        let (entries, more) = s
+            .list_domains(key(&a.customer_key), 1, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(!more);
+        let seen: Vec<_> = entries
+            .iter()
+            .map(|e| (e.name.as_str(), e.last_seen_at))
+            .collect();
+        assert_eq!(seen, [("x.example", 30), ("y.example", 30)]);
+        assert!(entries[0].id < entries[1].id);
+        // Another organization's list is its own.
+        assert_eq!(s.event_count(b.id).await.unwrap(), 0);
+        assert!(s.listed_names(b.id).await.unwrap().is_empty());
+        assert_eq!(listed(&s, &b.customer_key, &["x.example"], 40).await, 1);
+
+        // A budget (--cloud-limits) refuses a request that would add more, whole.
+        let two_new = |budget| Ingest {
+            new_domain_budget: Some(budget),
+            ..request(
+                &a.customer_key,
+                &[("p.example", true), ("q.example", true)],
+                50,
+            )
+        };
+        let r = s.ingest(two_new(1)).await;
+        assert_eq!(r, Ok(Ingested::OverBudget { would_add: 2 }));
+        assert_eq!(s.event_count(a.id).await.unwrap(), 7);
+        let known = Ingest {
+            new_domain_budget: Some(0),
+            ..request(&a.customer_key, &[("x.example", true)], 50)
+        };
+        assert_eq!(s.ingest(known).await, Ok(Ingested::Stored { added: 0 }));
+        assert_eq!(
+            s.ingest(two_new(2)).await,
+            Ok(Ingested::Stored { added: 2 })
+        );
+
+        // A revoked key stores nothing and reads nothing.
+        assert!(s
+            .revoke_customer_key(a.customer_key.clone(), 60)
+            .await
+            .unwrap());
+        let r = s
+            .ingest(request(&a.customer_key, &[("z.example", true)], 70))
+            .await;
+        assert_eq!(r, Ok(Ingested::UnknownKey));
+        assert_eq!(s.event_count(a.id).await.unwrap(), 10);
+        assert_eq!(
+            s.resolve_customer_key(key(&a.customer_key)).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            s.list_domains(key(&a.customer_key), 1, 10).await.unwrap(),
+            None
+        );
+        let r = s
+            .ingest(request(&unknown, &[("z.example", true)], 70))
+            .await;
+        assert_eq!(r, Ok(Ingested::UnknownKey));
+        let names = ["x.example", "y.example", "p.example", "q.example"];
+        assert_eq!(s.listed_names(a.id).await.unwrap(), names);
+    });
+}
+
+#[test]
+fn pages_follow_the_ids_and_a_page_past_the_end_or_past_2_63_is_empty_and_last() {
+    on_each_engine("pages", |s| async move {
+        let a = organization(&s, "a").await;
+        let names = [
+            "a.example",
+            "b.example",
+            "c.example",
+            "d.example",
+            "e.example",
+        ];
+        assert_eq!(listed(&s, &a.customer_key, &names, 1).await, 5);
+        let k = a.customer_key.as_str();
+        let p = |n: &[&str], more| Some((n.iter().map(|s| s.to_string()).collect(), more));
+        assert_eq!(page(&s, k, 1, 2).await, p(&names[..2], true));
+        assert_eq!(page(&s, k, 2, 2).await, p(&names[2..4], true));
+        assert_eq!(page(&s, k, 3, 2).await, p(&names[4..], false));
+        assert_eq!(page(&s, k, 1, 5).await, p(&names, false));
+        assert_eq!(page(&s, k, 1, 1000).await, p(&names, false));
+        assert_eq!(page(&s, k, 4, 2).await, p(&[], false));
+        // Offsets an i64 cannot hold: past every entry, never page 1 again.
+        assert_eq!(
+            page(&s, k, 46_116_860_184_273_881, 200).await,
+            p(&[], false)
+        );
+        assert_eq!(page(&s, k, i64::MAX as u64, 2).await, p(&[], false));
+        assert_eq!(page(&s, k, u64::MAX, 2).await, p(&[], false));
+        assert_eq!(page(&s, k, u64::MAX, 1).await, p(&[], false));
+        // After a delete, the pages close up.
+        let (entries, _) = s.list_domains(key(k), 1, 5).await.unwrap().unwrap();
+        assert!(s.delete_domain_by_id(a.id, entries[1].id).await.unwrap());
+        let rest = ["a.example", "c.example", "d.example", "e.example"];
+        assert_eq!(page(&s, k, 2, 2).await, p(&rest[2..], false));
+        let unknown = uuid::Uuid::new_v4().to_string();
+        assert_eq!(page(&s, &unknown, 1, 2).await, None);
+    });
+}
+
+#[test]
+fn deletes_find_an_entry_by_id_or_name_only_in_its_own_organization() {
+    on_each_engine("deletes", |s| async move {
+        let a = organization(&s, "a").await;
+        let b = organization(&s, "b").await;
+        listed(&s, &a.customer_key, &["one.example", "two.example"], 1).await;
+        listed(&s, &b.customer_key, &["one.example"], 1).await;
+        let (entries, _) = s
+            .list_domains(key(&b.customer_key), 1, 10)
+            .await
+            .unwrap()
+            .unwrap();
+        let of_b = entries[0].id;
+        s.track_list_changes(false);
+        s.take_list_changes().await.unwrap();
+        // Another organization's entry is not found, by id or by name.
+        assert!(!s.delete_domain_by_id(a.id, of_b).await.unwrap());
+        assert!(!s
+            .delete_domain_by_name(a.id, "absent.example".into())
+            .await
+            .unwrap());
+        assert_eq!(s.take_list_changes().await.unwrap(), Vec::<i64>::new());
+        assert!(s.delete_domain_by_id(b.id, of_b).await.unwrap());
+        assert!(!s.delete_domain_by_id(b.id, of_b).await.unwrap());
+        assert_eq!(
+            s.listed_names(a.id).await.unwrap(),
+            ["one.example", "two.example"]
+        );
+        assert!(s
+            .delete_domain_by_name(a.id, "two.example".into())
+            .await
+            .unwrap());
+        assert!(!s
+            .delete_domain_by_name(a.id, "two.example".into())
+            .await
+            .unwrap());
+        let mut changed = s.take_list_changes().await.unwrap();
+        changed.sort();
+        assert_eq!(changed, [a.id, b.id]);
+        assert_eq!(s.listed_names(a.id).await.unwrap(), ["one.example"]);
+        assert!(s.listed_names(b.id).await.unwrap().is_empty());
+        // A deleted name comes back as a new entry, at the end.
+        assert_eq!(listed(&s, &a.customer_key, &["two.example"], 2).await, 1);
+        // An organization that does not exist has no entries.
+        assert!(!s.delete_domain_by_id(a.id + 1000, of_b).await.unwrap());
+        assert!(!s
+            .delete_domain_by_name(a.id + 1000, "one.example".into())
+            .await
+            .unwrap());
+    });
+}
+
+#[test]
+fn the_effective_block_list_leaves_out_allowed_names_and_changes_are_taken_once() {
+    on_each_engine("effective", |s| async move {
+        let a = organization(&s, "a").await;
+        let b = organization(&s, "b").await;
+        s.track_list_changes(true);
+        s.take_list_changes().await.unwrap();
+        let names = ["bad.example", "x.bad.example", "other.example"];
+        listed(&s, &a.customer_key, &names, 1).await;
+        assert_eq!(s.take_list_changes().await.unwrap(), [a.id]);
+        assert_eq!(s.take_list_changes().await.unwrap(), Vec::<i64>::new());
+        // Events that add no name change no list.
+        listed(&s, &a.customer_key, &["bad.example"], 2).await;
+        assert_eq!(s.take_list_changes().await.unwrap(), Vec::<i64>::new());
+        let (blocked, _) = s.effective_block_list(a.id).await.unwrap();
+        assert_eq!(blocked, names);
+        s.allow_add(a.id, "x.bad.example".into(), 3).await.unwrap();
+        s.allow_add(a.id, "www.other.example".into(), 3)
+            .await
+            .unwrap();
+        s.allow_add(a.id, "unlisted.example".into(), 3)
+            .await
+            .unwrap();
+        let (blocked, allowed) = s.effective_block_list(a.id).await.unwrap();
+        assert_eq!(blocked, ["bad.example", "other.example"]);
+        assert_eq!(allowed, ["www.other.example", "x.bad.example"]);
+        assert_eq!(
+            s.effective_block_list(b.id).await.unwrap(),
+            (vec![], vec![])
+        );
+        // Without tracking, events record no change; deletes and deleted organizations do.
+        s.track_list_changes(false);
+        s.take_list_changes().await.unwrap();
+        listed(&s, &b.customer_key, &["new.example"], 4).await;
+        assert_eq!(s.take_list_changes().await.unwrap(), Vec::<i64>::new());
+        assert!(s.delete_organization(b.id).await.unwrap());
+        assert_eq!(s.take_list_changes().await.unwrap(), [b.id]);
+        let e = s.effective_block_list(b.id).await;
+        assert_eq!(e, Err(StoreError::NotFound));
+    });
+}
+
+#[test]
+fn a_deleted_organizations_events_are_purged_and_the_counts_follow_the_lists() {
+    on_each_engine("purge", |s| async move {
+        let a = organization(&s, "a").await;
+        let b = organization(&s, "b").await;
+        listed(
+            &s,
+            &a.customer_key,
+            &["1.example", "2.example", "3.example"],
+            1,
+        )
+        .await;
+        listed(&s, &a.customer_key, &["1.example"], 2).await;
+        listed(&s, &b.customer_key, &["1.example"], 1).await;
+        assert_eq!(
+            s.domain_counts(10).await.unwrap(),
+            (2, vec![(a.id, 3), (b.id, 1)])
+        );
+        assert_eq!(s.domain_counts(1).await.unwrap(), (2, vec![(a.id, 3)]));
+        assert_eq!(s.purge_step().await.unwrap(), None);
+        assert!(s.delete_organization(a.id).await.unwrap());
+        assert_eq!(s.domain_counts(10).await.unwrap(), (1, vec![(b.id, 1)]));
+        let step = s.purge_step().await.unwrap();
+        assert_eq!(
+            step,
+            Some(PurgeStep {
+                organization_id: a.id,
+                deleted: 2,
+                finished: true
+            })
+        );
+        assert_eq!(s.purge_step().await.unwrap(), None);
+        assert_eq!(s.event_count(a.id).await.unwrap(), 0);
+        assert!(s.listed_names(a.id).await.unwrap().is_empty());
+        assert_eq!(s.event_count(b.id).await.unwrap(), 1);
+    });
+}
