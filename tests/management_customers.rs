@@ -456,14 +456,9 @@ async fn deleting_a_customer_removes_its_organization_and_revokes_its_key() {
         .unwrap()
             == 0
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !purged() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the deleted customer's requests were never purged"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    let limit = std::time::Duration::from_secs(60);
+    let what = "the deleted customer's requests to be purged";
+    wait_within(what, limit, || purged().then_some(())).await;
     assert_eq!(
         run(s.store().event_count(other)).unwrap(),
         3,

@@ -4,11 +4,20 @@
 //! root, the clusters run as the unprivileged user `.ci/postgres` creates (`parasol-ci`).
 //!
 //! One file for both kinds of test: the integration suites use it as `common::cluster`, the
-//! library's store suite includes it (`src/store/suite/postgres_faults.rs`), so it needs nothing
-//! but the crates both have.
+//! library's store suite includes it (`src/store/suite/mod.rs`), so it needs nothing but the
+//! crates both have and the library's test directories (`src/testdir.rs`, included here). It
+//! also holds the two helpers both kinds of test wait with: `run` and `wait_within`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+// The library's test directories; when the library's suite includes this file, a second copy
+// of its module.
+#[path = "../../src/testdir.rs"]
+#[allow(clippy::duplicate_mod)]
+mod testdir;
+use testdir::TempDir;
 
 /// Runs a future to completion from synchronous code (or from inside a test's own runtime,
 /// which it leaves alone): on a thread with a runtime of its own.
@@ -31,34 +40,33 @@ where
     })
 }
 
-/// A cluster's directory, removed on drop.
-pub struct ClusterDir(PathBuf);
-
-impl ClusterDir {
-    fn new() -> ClusterDir {
-        let p = std::env::temp_dir().join(format!("parasol-cluster-{}", uuid::Uuid::new_v4()));
-        std::fs::create_dir_all(&p).unwrap();
-        ClusterDir(p)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for ClusterDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The unprivileged user the clusters run as when the tests run as root.
 const RUN_AS: &str = "parasol-ci";
+
+/// Polls `probe` until it gives a value, for at most `limit`; panics naming `what` otherwise.
+/// Tests wait on observable state this way, never for a fixed time.
+pub async fn wait_within<T>(
+    what: &str,
+    limit: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waited {limit:?} for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
 
 /// One PostgreSQL server: a primary made by `Cluster::start`, or a standby of one
 /// (`Cluster::standby`). Stopped (immediately) and removed on drop.
 pub struct Cluster {
-    pub dir: ClusterDir,
+    dir: TempDir,
     pub port: u16,
     bin: String,
     /// `cluster_name`: the name a standby's connection gives the primary.
@@ -105,12 +113,12 @@ fn free_port() -> u16 {
 }
 
 /// A directory the clusters' user owns.
-fn owned_dir() -> ClusterDir {
-    let dir = ClusterDir::new();
+fn owned_dir() -> TempDir {
+    let dir = TempDir::new("cluster");
     if as_root() {
         check(
             "chown",
-            Command::new("chown").arg(RUN_AS).arg(dir.path()).output(),
+            Command::new("chown").arg(RUN_AS).arg(&*dir).output(),
         );
     }
     dir
@@ -125,7 +133,7 @@ impl Cluster {
             "initdb",
             command(&format!("{bin}/initdb"))
                 .arg("-D")
-                .arg(dir.path().join("data"))
+                .arg(dir.join("data"))
                 .args([
                     "-U",
                     "parasol",
@@ -152,7 +160,7 @@ impl Cluster {
             "pg_basebackup",
             command(&format!("{}/pg_basebackup", self.bin))
                 .arg("-D")
-                .arg(dir.path().join("data"))
+                .arg(dir.join("data"))
                 .args(["-R", "-X", "stream", "-h", "127.0.0.1", "-U", "parasol"])
                 .args(["-p", &self.port.to_string()])
                 .output(),
@@ -179,11 +187,11 @@ impl Cluster {
     }
 
     fn data(&self) -> PathBuf {
-        self.dir.path().join("data")
+        self.dir.join("data")
     }
 
     fn log(&self) -> PathBuf {
-        self.dir.path().join("server.log")
+        self.dir.join("server.log")
     }
 
     fn pg_ctl(&self) -> Command {
@@ -197,7 +205,7 @@ impl Cluster {
             "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories={} \
              -c max_connections=60 -c shared_buffers=16MB -c fsync=off -c cluster_name={}",
             self.port,
-            self.dir.path().display(),
+            self.dir.display(),
             self.name
         );
         self.pg_ctl()
@@ -279,7 +287,7 @@ impl Cluster {
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.dir
     }
 }
 

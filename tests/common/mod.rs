@@ -36,26 +36,6 @@ pub mod cluster;
 /// Upper bound for any single wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);
 
-/// Polls `probe` until it gives a value, for at most `limit`; panics naming `what` otherwise.
-/// Tests wait on observable state this way, never for a fixed time.
-pub async fn wait_within<T>(
-    what: &str,
-    limit: Duration,
-    mut probe: impl FnMut() -> Option<T>,
-) -> T {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        if let Some(v) = probe() {
-            return v;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "waited {limit:?} for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// `wait_within` for `WAIT`.
 pub async fn wait_for<T>(what: &str, probe: impl FnMut() -> Option<T>) -> T {
     wait_within(what, WAIT, probe).await
@@ -550,6 +530,10 @@ pub fn dir_store(dir: &Path) -> Store {
 /// Runs a store operation to completion from synchronous code (or from inside a test's own
 /// runtime): written once, beside the clusters that need it too.
 pub use cluster::run;
+
+/// Polls a probe until it gives a value, for at most a given time (the library's store suite
+/// waits with it too, so it is written beside the clusters).
+pub use cluster::wait_within;
 
 impl Drop for TestServer {
     fn drop(&mut self) {

@@ -2,20 +2,21 @@
 
 use tokio_postgres::Row;
 
+use super::tenants::OrgColumns;
 use super::Db;
 use crate::store::model::*;
 use crate::store::rules::customers::Customers;
-use crate::store::rules::tenants::{emails, emails_json};
+use crate::store::rules::tenants::emails;
 use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
-const CUSTOMER_SELECT: &str = "SELECT o.id, o.name, p.name, o.seats, o.street_address,
+const SELECT: &str = "SELECT o.id, o.name, p.name, o.seats, o.street_address,
         o.street_address2, o.city, o.state, o.country_code, o.zip_code, o.package_id, o.deal_id,
         o.admin_emails, o.ccw_deal_owner_emails, o.created_at, o.modified_at
     FROM organizations o LEFT JOIN packages p ON p.id = o.package_id";
 
-fn customer(r: &Row) -> CustomerRecord {
+fn record(r: &Row) -> CustomerRecord {
     CustomerRecord {
         customer_id: r.get(0),
         customer_name: r.get(1),
@@ -84,19 +85,16 @@ impl Customers for Db {
         let Some((cond, id)) = parent_filter(parent) else {
             return Ok(Vec::new());
         };
-        let sql = format!("{CUSTOMER_SELECT} WHERE {cond} ORDER BY o.id LIMIT $2 OFFSET $3");
-        self.owned_page(&sql, id, limit, offset, customer).await
+        let sql = format!("{SELECT} WHERE {cond} ORDER BY o.id LIMIT $2 OFFSET $3");
+        self.owned_page(&sql, id, limit, offset, record).await
     }
 
     async fn customer(&self, parent: Parent, customer_id: i64) -> One<CustomerRecord> {
         let Some((cond, id)) = parent_filter(parent) else {
             return Ok(None);
         };
-        let sql = format!("{CUSTOMER_SELECT} WHERE {cond} AND o.id = $2");
-        Ok(self
-            .opt(&sql, &[&id, &customer_id])
-            .await?
-            .map(|r| customer(&r)))
+        let sql = format!("{SELECT} WHERE {cond} AND o.id = $2");
+        self.owned_row(&sql, id, &customer_id, record).await
     }
 
     async fn update_customer(&self, id: i64, f: &OrgFields, full: bool, now: i64) -> Result<()> {
@@ -108,30 +106,13 @@ impl Customers for Db {
             .await?;
             return Ok(());
         }
-        let admin = emails_json(&f.admin_emails);
-        let ccw = emails_json(&f.ccw_deal_owner_emails);
         self.exec(
             "UPDATE organizations SET name = $2, seats = $3, package_id = $4,
                 street_address = $5, street_address2 = $6, city = $7, state = $8,
                 country_code = $9, zip_code = $10, deal_id = $11,
                 admin_emails = $12, ccw_deal_owner_emails = $13, modified_at = $14
              WHERE id = $1",
-            &[
-                &id,
-                &f.name,
-                &f.seats,
-                &f.package_id,
-                &f.street_address,
-                &f.street_address2,
-                &f.city,
-                &f.state,
-                &f.country_code,
-                &f.zip_code,
-                &f.deal_id,
-                &admin,
-                &ccw,
-                &now,
-            ],
+            &OrgColumns::of(f).params(&[&id], &now),
         )
         .await?;
         Ok(())

@@ -2,13 +2,46 @@
 
 use tokio_postgres::Row;
 
-use super::Db;
+use super::{Db, Param};
 use crate::store::model::*;
 use crate::store::rules::devices::Devices;
 use crate::store::rules::devices::{appliance_json, Page, Roamer};
 use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
+
+/// One page of `select` (a SELECT ending in `WHERE organization_id = $1`), ordered by originId.
+async fn page_of<T>(
+    db: &Db,
+    select: &str,
+    org: i64,
+    limit: i64,
+    offset: i64,
+    map: fn(&Row) -> T,
+) -> Result<Vec<T>> {
+    let sql = format!("{select} ORDER BY origin_id LIMIT $2 OFFSET $3");
+    db.owned_page(&sql, org, limit, offset, map).await
+}
+
+/// The row of `select` whose `key` column is `id`.
+async fn one_of<T>(
+    db: &Db,
+    select: &str,
+    key: &str,
+    org: i64,
+    id: Param<'_>,
+    map: fn(&Row) -> T,
+) -> Result<Option<T>> {
+    let sql = format!("{select} AND {key} = $2");
+    db.owned_row(&sql, org, id, map).await
+}
+
+/// Deletes the row of `table` whose `key` is `id`.
+async fn remove(db: &Db, table: &str, key: &str, org: i64, id: Param<'_>) -> Result<()> {
+    let sql = format!("DELETE FROM {table} WHERE organization_id = $1 AND {key} = $2");
+    db.exec(&sql, &[&org, id]).await?;
+    Ok(())
+}
 
 const NETWORK_SELECT: &str = "SELECT origin_id, name, ip_address, prefix_length, is_dynamic,
         is_verified, status, created_at
@@ -68,28 +101,13 @@ fn appliance(r: &Row) -> ApplianceRecord {
     }
 }
 
-/// Deletes the row of `table` whose `key` is `$2`.
-async fn remove(
-    db: &Db,
-    table: &str,
-    key: &str,
-    org: i64,
-    id: &(dyn tokio_postgres::types::ToSql + Sync),
-) -> Result<()> {
-    let sql = format!("DELETE FROM {table} WHERE organization_id = $1 AND {key} = $2");
-    db.exec(&sql, &[&org, id]).await?;
-    Ok(())
-}
-
 impl Devices for Db {
     async fn networks(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<NetworkRecord>> {
-        let sql = format!("{NETWORK_SELECT} ORDER BY origin_id LIMIT $2 OFFSET $3");
-        self.owned_page(&sql, org, limit, offset, network).await
+        page_of(self, NETWORK_SELECT, org, limit, offset, network).await
     }
 
     async fn network(&self, org: i64, id: i64) -> Result<Option<NetworkRecord>> {
-        let sql = format!("{NETWORK_SELECT} AND origin_id = $2");
-        Ok(self.opt(&sql, &[&org, &id]).await?.map(|r| network(&r)))
+        one_of(self, NETWORK_SELECT, "origin_id", org, &id, network).await
     }
 
     async fn insert_network(&self, org: i64, n: &NewNetwork, now: i64) -> Result<i64> {
@@ -129,7 +147,7 @@ impl Devices for Db {
             Some((limit, offset)) => (Some(limit), offset),
             None => (None, 0),
         };
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [
+        let params: [Param<'_>; 6] = [
             &org,
             &filter.status,
             &filter.before,
@@ -146,8 +164,7 @@ impl Devices for Db {
     }
 
     async fn roamer(&self, org: i64, device: &str) -> One<Roamer> {
-        let sql = format!("{ROAMING_SELECT} AND device_id = $2");
-        Ok(self.opt(&sql, &[&org, &device]).await?.map(|r| roaming(&r)))
+        one_of(self, ROAMING_SELECT, "device_id", org, &device, roaming).await
     }
 
     async fn insert_roamer(&self, org: i64, c: &NewRoamingComputer) -> Result<bool> {
@@ -193,13 +210,11 @@ impl Devices for Db {
     }
 
     async fn appliances(&self, org: i64, limit: i64, offset: i64) -> Rows<ApplianceRecord> {
-        let sql = format!("{APPLIANCE_SELECT} ORDER BY origin_id LIMIT $2 OFFSET $3");
-        self.owned_page(&sql, org, limit, offset, appliance).await
+        page_of(self, APPLIANCE_SELECT, org, limit, offset, appliance).await
     }
 
     async fn appliance(&self, org: i64, id: i64) -> Result<Option<ApplianceRecord>> {
-        let sql = format!("{APPLIANCE_SELECT} AND origin_id = $2");
-        Ok(self.opt(&sql, &[&org, &id]).await?.map(|r| appliance(&r)))
+        one_of(self, APPLIANCE_SELECT, "origin_id", org, &id, appliance).await
     }
 
     async fn insert_appliance(&self, org: i64, a: &NewAppliance, now: i64) -> Result<i64> {

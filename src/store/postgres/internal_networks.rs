@@ -10,11 +10,11 @@ use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
-const INTERNAL_SELECT: &str = "SELECT n.origin_id, n.name, n.ip_address, n.prefix_length, s.name,
+const SELECT: &str = "SELECT n.origin_id, n.name, n.ip_address, n.prefix_length, s.name,
         n.site_id, n.created_at, n.modified_at
     FROM internal_networks n JOIN sites s ON s.id = n.site_id";
 
-fn internal(r: &Row) -> InternalNetworkRecord {
+fn record(r: &Row) -> InternalNetworkRecord {
     InternalNetworkRecord {
         origin_id: r.get(0),
         name: r.get(1),
@@ -27,57 +27,57 @@ fn internal(r: &Row) -> InternalNetworkRecord {
     }
 }
 
+/// Runs `sql`, which writes a network's row; its parameters, in this order: the organization,
+/// the network's originId, name, ip_address, prefix_length, site_id, and `now`.
+async fn write(db: &Db, sql: &str, org: i64, id: i64, f: &Fields, now: i64) -> Result<()> {
+    let (name, address, prefix, site) = (&f.name, &f.ip_address, f.prefix_length, f.site_id);
+    db.exec(sql, &[&org, &id, name, address, &prefix, &site, &now])
+        .await?;
+    Ok(())
+}
+
 impl InternalNetworks for Db {
     async fn inets(&self, org: i64, limit: i64, offset: i64) -> Rows<InternalNetworkRecord> {
         let sql = format!(
-            "{INTERNAL_SELECT} WHERE n.organization_id = $1 ORDER BY n.origin_id
+            "{SELECT} WHERE n.organization_id = $1 ORDER BY n.origin_id
              LIMIT $2 OFFSET $3"
         );
-        self.owned_page(&sql, org, limit, offset, internal).await
+        self.owned_page(&sql, org, limit, offset, record).await
     }
 
     async fn inet(&self, org: i64, id: i64) -> One<InternalNetworkRecord> {
-        let sql = format!("{INTERNAL_SELECT} WHERE n.organization_id = $1 AND n.origin_id = $2");
-        Ok(self.opt(&sql, &[&org, &id]).await?.map(|r| internal(&r)))
+        let sql = format!("{SELECT} WHERE n.organization_id = $1 AND n.origin_id = $2");
+        self.owned_row(&sql, org, &id, record).await
     }
 
     async fn insert_inet(&self, org: i64, f: &Fields, now: i64) -> Result<i64> {
         let id = self.new_origin("internal_network").await?;
-        self.exec(
-            "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
+        write(
+            self,
+            "INSERT INTO internal_networks (organization_id, origin_id, name, ip_address,
                  prefix_length, site_id, created_at, modified_at)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $7)",
-            &[
-                &id,
-                &org,
-                &f.name,
-                &f.ip_address,
-                &f.prefix_length,
-                &f.site_id,
-                &now,
-            ],
+            org,
+            id,
+            f,
+            now,
         )
         .await?;
         Ok(id)
     }
 
     async fn update_inet(&self, org: i64, id: i64, f: &Fields, now: i64) -> Result<()> {
-        self.exec(
+        write(
+            self,
             "UPDATE internal_networks SET name = $3, ip_address = $4, prefix_length = $5,
                 site_id = $6, modified_at = $7
              WHERE organization_id = $1 AND origin_id = $2",
-            &[
-                &org,
-                &id,
-                &f.name,
-                &f.ip_address,
-                &f.prefix_length,
-                &f.site_id,
-                &now,
-            ],
+            org,
+            id,
+            f,
+            now,
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn delete_inet(&self, org: i64, id: i64) -> Result<()> {

@@ -65,8 +65,11 @@ const PROBE_EVERY: Duration = Duration::from_secs(1);
 /// A boxed future borrowing a connection, as the operations' closures return them.
 pub(crate) type Fut<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
+/// One parameter of a statement.
+pub(crate) type Param<'a> = &'a (dyn ToSql + Sync);
+
 /// Parameters of a statement.
-pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+pub(crate) type Params<'a> = &'a [Param<'a>];
 
 /// A connection URL taken apart: the client's configuration, the TLS roots, and the URL with its
 /// password hidden (the only form that is ever logged or shown).

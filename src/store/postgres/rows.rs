@@ -2,7 +2,7 @@
 
 use tokio_postgres::Row;
 
-use super::Db;
+use super::{Db, Param};
 use crate::store::Result;
 
 impl Db {
@@ -21,6 +21,18 @@ impl Db {
             .iter()
             .map(map)
             .collect())
+    }
+
+    /// The row of `sql`, whose parameters are the owner's id (`$1`) and the item's key (`$2`), if
+    /// there is one: the read query of every management resource.
+    pub(super) async fn owned_row<T>(
+        &self,
+        sql: &str,
+        owner: i64,
+        key: Param<'_>,
+        map: fn(&Row) -> T,
+    ) -> Result<Option<T>> {
+        Ok(self.opt(sql, &[&owner, key]).await?.as_ref().map(map))
     }
 
     /// A new `originId` (the identity shared by sites, networks and devices) for a `kind`.

@@ -37,7 +37,7 @@ impl Sites for Db {
 
     async fn site(&self, org: i64, id: i64) -> Result<Option<SiteRecord>> {
         let sql = format!("{SELECT} WHERE s.organization_id = $1 AND s.id = $2");
-        Ok(self.opt(&sql, &[&org, &id]).await?.map(|r| record(&r)))
+        self.owned_row(&sql, org, &id, record).await
     }
 
     async fn hold_site(&self, org: i64, id: i64, hold: Hold) -> Result<bool> {

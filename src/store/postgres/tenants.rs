@@ -1,7 +1,7 @@
 //! The statements of tenants and credentials on PostgreSQL (their rules: `rules::tenants`).
 
 use super::ops::ORG_LOCK;
-use super::Db;
+use super::{Db, Param};
 use crate::store::model::*;
 use crate::store::rules::tenants::{credential_scope, emails_json, owner_table, parent_columns};
 use crate::store::rules::tenants::{scope_columns, Tenants};
@@ -12,6 +12,47 @@ use crate::timefmt::rfc3339;
 /// Key of the advisory lock that makes the demo world's "no tenant yet" check and its creation
 /// one step across nodes.
 const DEMO_LOCK: i64 = 0x7061_7261_736f_6c02;
+
+/// An organization's own columns as its row holds them (the e-mail lists as JSON arrays), for
+/// the statements that write the row.
+pub(super) struct OrgColumns<'a> {
+    f: &'a OrgFields,
+    admin_emails: String,
+    ccw_deal_owner_emails: String,
+}
+
+impl<'a> OrgColumns<'a> {
+    pub(super) fn of(f: &'a OrgFields) -> OrgColumns<'a> {
+        OrgColumns {
+            f,
+            admin_emails: emails_json(&f.admin_emails),
+            ccw_deal_owner_emails: emails_json(&f.ccw_deal_owner_emails),
+        }
+    }
+
+    /// The parameters of a statement writing the row, numbered in this order: `head`, then
+    /// name, seats, package_id, street_address, street_address2, city, state, country_code,
+    /// zip_code, deal_id, admin_emails, ccw_deal_owner_emails, then `now`.
+    pub(super) fn params<'p>(&'p self, head: &[Param<'p>], now: &'p i64) -> Vec<Param<'p>> {
+        let f = self.f;
+        let columns: [Param<'p>; 13] = [
+            &f.name,
+            &f.seats,
+            &f.package_id,
+            &f.street_address,
+            &f.street_address2,
+            &f.city,
+            &f.state,
+            &f.country_code,
+            &f.zip_code,
+            &f.deal_id,
+            &self.admin_emails,
+            &self.ccw_deal_owner_emails,
+            now,
+        ];
+        [head, &columns].concat()
+    }
+}
 
 impl Tenants for Db {
     async fn credential(&self, api_key: &str) -> Result<Option<StoredCredential>> {
@@ -98,32 +139,14 @@ impl Tenants for Db {
 
     async fn insert_organization(&self, parent: Parent, f: &OrgFields, now: i64) -> Result<i64> {
         let (sp, msp) = parent_columns(parent);
-        let admin = emails_json(&f.admin_emails);
-        let ccw = emails_json(&f.ccw_deal_owner_emails);
         Ok(self
             .one(
-                "INSERT INTO organizations (name, service_provider_id, msp_id, seats, package_id,
+                "INSERT INTO organizations (service_provider_id, msp_id, name, seats, package_id,
                     street_address, street_address2, city, state, country_code, zip_code,
                     deal_id, admin_emails, ccw_deal_owner_emails, created_at, modified_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
                  RETURNING id",
-                &[
-                    &f.name,
-                    &sp,
-                    &msp,
-                    &f.seats,
-                    &f.package_id,
-                    &f.street_address,
-                    &f.street_address2,
-                    &f.city,
-                    &f.state,
-                    &f.country_code,
-                    &f.zip_code,
-                    &f.deal_id,
-                    &admin,
-                    &ccw,
-                    &now,
-                ],
+                &OrgColumns::of(f).params(&[&sp, &msp], &now),
             )
             .await?
             .get(0))

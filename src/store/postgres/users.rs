@@ -9,11 +9,11 @@ use crate::store::rules::One;
 use crate::store::Result;
 use crate::timefmt::rfc3339;
 
-const USER_SELECT: &str = "SELECT u.id, u.firstname, u.lastname, u.email, u.role_id, r.label,
+const SELECT: &str = "SELECT u.id, u.firstname, u.lastname, u.email, u.role_id, r.label,
         u.timezone, u.status, u.last_login_time, u.two_factor_enable
     FROM users u JOIN roles r ON r.id = u.role_id";
 
-fn user(r: &Row) -> UserRecord {
+fn record(r: &Row) -> UserRecord {
     UserRecord {
         id: r.get(0),
         firstname: r.get(1),
@@ -30,14 +30,13 @@ fn user(r: &Row) -> UserRecord {
 
 impl Users for Db {
     async fn users(&self, org: i64, limit: i64, offset: i64) -> Result<Vec<UserRecord>> {
-        let sql =
-            format!("{USER_SELECT} WHERE u.organization_id = $1 ORDER BY u.id LIMIT $2 OFFSET $3");
-        self.owned_page(&sql, org, limit, offset, user).await
+        let sql = format!("{SELECT} WHERE u.organization_id = $1 ORDER BY u.id LIMIT $2 OFFSET $3");
+        self.owned_page(&sql, org, limit, offset, record).await
     }
 
     async fn user(&self, org: i64, id: i64) -> Result<Option<UserRecord>> {
-        let sql = format!("{USER_SELECT} WHERE u.organization_id = $1 AND u.id = $2");
-        Ok(self.opt(&sql, &[&org, &id]).await?.map(|r| user(&r)))
+        let sql = format!("{SELECT} WHERE u.organization_id = $1 AND u.id = $2");
+        self.owned_row(&sql, org, &id, record).await
     }
 
     async fn role_known(&self, id: i64) -> Result<bool> {

@@ -2,9 +2,10 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
+use super::tenants::OrgColumns;
 use crate::store::model::*;
 use crate::store::rules::customers::Customers;
-use crate::store::rules::tenants::{emails, emails_json};
+use crate::store::rules::tenants::emails;
 use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
@@ -97,30 +98,13 @@ impl Customers for Connection {
             )?;
             return Ok(());
         }
-        let admin = emails_json(&f.admin_emails);
-        let ccw = emails_json(&f.ccw_deal_owner_emails);
         self.execute(
             "UPDATE organizations SET name = ?2, seats = ?3, package_id = ?4,
                 street_address = ?5, street_address2 = ?6, city = ?7, state = ?8,
                 country_code = ?9, zip_code = ?10, deal_id = ?11, admin_emails = ?12,
                 ccw_deal_owner_emails = ?13, modified_at = ?14
              WHERE id = ?1",
-            params![
-                id,
-                f.name,
-                f.seats,
-                f.package_id,
-                f.street_address,
-                f.street_address2,
-                f.city,
-                f.state,
-                f.country_code,
-                f.zip_code,
-                f.deal_id,
-                admin,
-                ccw,
-                now
-            ],
+            OrgColumns::of(f).params(&[&id], &now).as_slice(),
         )?;
         Ok(())
     }

@@ -27,6 +27,14 @@ fn record(r: &Row<'_>) -> rusqlite::Result<InternalNetworkRecord> {
     })
 }
 
+/// Runs `sql`, which writes a network's row; its parameters, in this order: the organization,
+/// the network's originId, name, ip_address, prefix_length, site_id, and `now`.
+fn write(conn: &Connection, sql: &str, org: i64, id: i64, f: &Fields, now: i64) -> Result<()> {
+    let (name, address, prefix, site) = (&f.name, &f.ip_address, f.prefix_length, f.site_id);
+    conn.execute(sql, params![org, id, name, address, prefix, site, now])?;
+    Ok(())
+}
+
 impl InternalNetworks for Connection {
     async fn inets(&self, org: i64, limit: i64, offset: i64) -> Rows<InternalNetworkRecord> {
         let sql = format!(
@@ -42,39 +50,30 @@ impl InternalNetworks for Connection {
 
     async fn insert_inet(&self, org: i64, f: &Fields, now: i64) -> Result<i64> {
         let id = tenants::new_origin(self, "internal_network")?;
-        self.execute(
-            "INSERT INTO internal_networks (origin_id, organization_id, name, ip_address,
+        write(
+            self,
+            "INSERT INTO internal_networks (organization_id, origin_id, name, ip_address,
                 prefix_length, site_id, created_at, modified_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-            params![
-                id,
-                org,
-                f.name,
-                f.ip_address,
-                f.prefix_length,
-                f.site_id,
-                now
-            ],
+            org,
+            id,
+            f,
+            now,
         )?;
         Ok(id)
     }
 
     async fn update_inet(&self, org: i64, id: i64, f: &Fields, now: i64) -> Result<()> {
-        self.execute(
+        write(
+            self,
             "UPDATE internal_networks SET name = ?3, ip_address = ?4, prefix_length = ?5,
                 site_id = ?6, modified_at = ?7
              WHERE organization_id = ?1 AND origin_id = ?2",
-            params![
-                org,
-                id,
-                f.name,
-                f.ip_address,
-                f.prefix_length,
-                f.site_id,
-                now
-            ],
-        )?;
-        Ok(())
+            org,
+            id,
+            f,
+            now,
+        )
     }
 
     async fn delete_inet(&self, org: i64, id: i64) -> Result<()> {

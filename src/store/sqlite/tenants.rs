@@ -1,7 +1,7 @@
 //! The statements of tenants and credentials on SQLite (their rules: `rules::tenants`), and
 //! the few helpers the other resources' statements share.
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
 use crate::store::model::*;
 use crate::store::rules::tenants::{credential_scope, emails_json, owner_table, parent_columns};
@@ -66,6 +66,47 @@ pub fn take_list_changes(conn: &Connection) -> Result<Vec<i64>> {
         .collect::<rusqlite::Result<Vec<i64>>>()?;
     ids.sort_unstable();
     Ok(ids)
+}
+
+/// An organization's own columns as its row holds them (the e-mail lists as JSON arrays), for
+/// the statements that write the row.
+pub struct OrgColumns<'a> {
+    f: &'a OrgFields,
+    admin_emails: String,
+    ccw_deal_owner_emails: String,
+}
+
+impl<'a> OrgColumns<'a> {
+    pub fn of(f: &'a OrgFields) -> OrgColumns<'a> {
+        OrgColumns {
+            f,
+            admin_emails: emails_json(&f.admin_emails),
+            ccw_deal_owner_emails: emails_json(&f.ccw_deal_owner_emails),
+        }
+    }
+
+    /// The parameters of a statement writing the row, numbered in this order: `head`, then
+    /// name, seats, package_id, street_address, street_address2, city, state, country_code,
+    /// zip_code, deal_id, admin_emails, ccw_deal_owner_emails, then `now`.
+    pub fn params<'p>(&'p self, head: &[&'p dyn ToSql], now: &'p i64) -> Vec<&'p dyn ToSql> {
+        let f = self.f;
+        let columns: [&dyn ToSql; 13] = [
+            &f.name,
+            &f.seats,
+            &f.package_id,
+            &f.street_address,
+            &f.street_address2,
+            &f.city,
+            &f.state,
+            &f.country_code,
+            &f.zip_code,
+            &f.deal_id,
+            &self.admin_emails,
+            &self.ccw_deal_owner_emails,
+            now,
+        ];
+        [head, &columns].concat()
+    }
 }
 
 /// An organization with its default site and customer key, for tests of other resources.
@@ -156,30 +197,12 @@ impl Tenants for Connection {
 
     async fn insert_organization(&self, parent: Parent, f: &OrgFields, now: i64) -> Result<i64> {
         let (sp, msp) = parent_columns(parent);
-        let admin = emails_json(&f.admin_emails);
-        let ccw = emails_json(&f.ccw_deal_owner_emails);
         self.execute(
-            "INSERT INTO organizations (name, service_provider_id, msp_id, seats, package_id,
+            "INSERT INTO organizations (service_provider_id, msp_id, name, seats, package_id,
                 street_address, street_address2, city, state, country_code, zip_code, deal_id,
                 admin_emails, ccw_deal_owner_emails, created_at, modified_at)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?15)",
-            params![
-                f.name,
-                sp,
-                msp,
-                f.seats,
-                f.package_id,
-                f.street_address,
-                f.street_address2,
-                f.city,
-                f.state,
-                f.country_code,
-                f.zip_code,
-                f.deal_id,
-                admin,
-                ccw,
-                now
-            ],
+            OrgColumns::of(f).params(&[&sp, &msp], &now).as_slice(),
         )?;
         Ok(self.last_insert_rowid())
     }

@@ -29,14 +29,8 @@ async fn sqlite_with_a_name(dir: &TempDir) -> (Store, CreatedOrganization) {
 
 /// Waits (bounded: a minute, for a machine busy with other work) until `done` holds.
 pub(super) async fn within(what: &str, mut done: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !done() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "waited a minute for {what}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let limit = std::time::Duration::from_secs(60);
+    cluster::wait_within(what, limit, || done().then_some(())).await;
 }
 
 /// Waits (bounded) until the store takes writes again by itself.

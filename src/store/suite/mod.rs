@@ -5,6 +5,10 @@
 //! once (`rules`); this holds each engine's statements to them. `coverage` fails when an
 //! operation of `Store` is called nowhere here.
 
+// The integration suites' file for clusters of a test's own and for waiting, included as it is.
+#[path = "../../../tests/common/cluster.rs"]
+#[allow(dead_code)]
+mod cluster;
 mod coverage;
 mod enforcement;
 mod faults;

@@ -1,5 +1,5 @@
 //! PostgreSQL's fault classes through `Store`, each on a cluster of the test's own (the file the
-//! integration suites use too, included below; it needs `.ci/postgres`'s server binaries,
+//! integration suites use too, included by the suite; it needs `.ci/postgres`'s server binaries,
 //! `PARASOL_PG_BIN`, as CI's PostgreSQL pass sets it, and says so and passes without): a
 //! stopped server; connections refused by the database (55000), by the role's connection limit
 //! (53300) and by the authentication rules (28000); a backend terminated while it works; a
@@ -13,27 +13,32 @@
 //! never had the commit shows it, which tests/postgres_faults.rs does with a real standby
 //! (503, and the batch absent from the new primary).
 
-#[path = "../../../tests/common/cluster.rs"]
-#[allow(dead_code)]
-mod cluster;
-
+use super::cluster::{pg_bin, Cluster};
 use super::enforcement::{listed, request};
 use super::faults::{fault_kind, within};
 use super::*;
-use cluster::{pg_bin, Cluster};
 
-/// A cluster of the test's own with a database `parasol` owned by the unprivileged role `app`
-/// (limits and authentication rules that spare superusers hold for it); `None` (said) without
-/// the server binaries.
-fn own_cluster(test: &str) -> Option<Cluster> {
+/// Runs `test` on a cluster of its own with a database `parasol` owned by the unprivileged role
+/// `app` (limits and authentication rules that spare superusers hold for it), and a store from
+/// `app_store` (`extra`: more URL parameters), closed after; skipped (said) without the server
+/// binaries.
+fn on_own_cluster(
+    test: &str,
+    extra: &str,
+    body: impl AsyncFnOnce(&Cluster, &Store, &CreatedOrganization),
+) {
     if pg_bin().is_none() {
         eprintln!("{test}: skipped, needs PostgreSQL's server binaries (PARASOL_PG_BIN)");
-        return None;
+        return;
     }
     let pg = Cluster::start("primary").unwrap();
     pg.sql("CREATE ROLE app LOGIN");
     pg.sql("CREATE DATABASE parasol OWNER app");
-    Some(pg)
+    runtime().block_on(async {
+        let (s, a) = app_store(&pg, extra).await;
+        body(&pg, &s, &a).await;
+        s.close();
+    });
 }
 
 /// A store of role `app` on the cluster's database (`extra`: more URL parameters), with
@@ -110,43 +115,34 @@ async fn refused_then_back(
 
 #[test]
 fn postgres_a_stopped_server_is_unavailable_disconnected_and_the_store_comes_back_by_itself() {
-    let Some(pg) = own_cluster("stopped") else {
-        return;
-    };
-    runtime().block_on(async {
-        let (s, a) = app_store(&pg, "").await;
+    on_own_cluster("stopped", "", async |pg, s, a| {
         pg.stop("fast");
         let r = s
             .ingest(request(&a.customer_key, &[("refused.example", true)], 2))
             .await;
         assert_eq!(fault_kind(r), FaultKind::Disconnected);
-        refused_then_back(&s, &a, None, || pg.start_again()).await;
+        refused_then_back(s, a, None, || pg.start_again()).await;
         assert_eq!(
             s.listed_names(a.id).await.unwrap(),
             ["before.example", "after.example"]
         );
-        s.close();
     });
 }
 
 #[test]
 fn postgres_refused_connections_are_unavailable_whatever_refuses_them() {
-    let Some(pg) = own_cluster("refused") else {
-        return;
-    };
-    runtime().block_on(async {
-        let (s, a) = app_store(&pg, "").await;
+    on_own_cluster("refused", "", async |pg, s, a| {
         // The database does not take connections (SQLSTATE 55000).
         pg.sql("ALTER DATABASE parasol ALLOW_CONNECTIONS false");
-        terminate_sessions(&pg);
-        refused_then_back(&s, &a, Some("SQLSTATE 55000"), || {
+        terminate_sessions(pg);
+        refused_then_back(s, a, Some("SQLSTATE 55000"), || {
             pg.sql("ALTER DATABASE parasol ALLOW_CONNECTIONS true");
         })
         .await;
         // Too many connections for the role (53300).
         pg.sql("ALTER ROLE app CONNECTION LIMIT 0");
-        terminate_sessions(&pg);
-        refused_then_back(&s, &a, Some("SQLSTATE 53300"), || {
+        terminate_sessions(pg);
+        refused_then_back(s, a, Some("SQLSTATE 53300"), || {
             pg.sql("ALTER ROLE app CONNECTION LIMIT -1");
         })
         .await;
@@ -156,13 +152,12 @@ fn postgres_refused_connections_are_unavailable_whatever_refuses_them() {
         let reject = "host all app 127.0.0.1/32 reject\n";
         std::fs::write(&hba, format!("{reject}{rules}")).unwrap();
         pg.sql("SELECT pg_reload_conf()");
-        terminate_sessions(&pg);
-        refused_then_back(&s, &a, Some("SQLSTATE 28000"), || {
+        terminate_sessions(pg);
+        refused_then_back(s, a, Some("SQLSTATE 28000"), || {
             std::fs::write(&hba, &rules).unwrap();
             pg.sql("SELECT pg_reload_conf()");
         })
         .await;
-        s.close();
     });
 }
 
@@ -187,16 +182,30 @@ async fn session_waiting(pg: &Cluster, event: &str, not: &str) -> String {
     pid.unwrap()
 }
 
+/// Ends (`pg_terminate_backend`) the session `session_waiting` finds waiting for `event`; its pid.
+async fn end_session_waiting(pg: &Cluster, event: &str) -> String {
+    let pid = session_waiting(pg, event, "").await;
+    pg.sql(&format!("SELECT pg_terminate_backend({pid})"));
+    pid
+}
+
+/// Stores `name` under `key` in a task of its own, to be ended while it waits.
+fn ingest_in_background(
+    s: &Store,
+    key: &str,
+    name: &str,
+    now: i64,
+) -> tokio::task::JoinHandle<Result<Ingested>> {
+    let (s, ingest) = (s.clone(), request(key, &[(name, true)], now));
+    tokio::spawn(async move { s.ingest(ingest).await })
+}
+
 #[test]
 fn postgres_a_backend_terminated_in_a_write_is_unavailable_and_stores_nothing() {
-    let Some(pg) = own_cluster("terminated") else {
-        return;
-    };
-    runtime().block_on(async {
-        let (s, a) = app_store(&pg, "").await;
+    on_own_cluster("terminated", "", async |pg, s, a| {
         // Idle sessions ended: the pool connects again, the next write is stored.
-        terminate_sessions(&pg);
-        stored_soon(&s, &a, "idle.example").await;
+        terminate_sessions(pg);
+        stored_soon(s, a, "idle.example").await;
         // A session ended in the middle of its write (held on a lock, so that it is there to end).
         let admin_url = pg.url().replace("/postgres?", "/parasol?");
         let (admin, conn) = tokio_postgres::connect(&admin_url, tokio_postgres::NoTls)
@@ -207,15 +216,8 @@ fn postgres_a_backend_terminated_in_a_write_is_unavailable_and_stores_nothing() 
             .batch_execute("BEGIN; LOCK TABLE domains IN ACCESS EXCLUSIVE MODE")
             .await
             .unwrap();
-        let writer = s.clone();
-        let key = a.customer_key.clone();
-        let write = tokio::spawn(async move {
-            writer
-                .ingest(request(&key, &[("ended.example", true)], 3))
-                .await
-        });
-        let pid = session_waiting(&pg, "relation", "").await;
-        pg.sql(&format!("SELECT pg_terminate_backend({pid})"));
+        let write = ingest_in_background(s, &a.customer_key, "ended.example", 3);
+        end_session_waiting(pg, "relation").await;
         let r = write.await.unwrap();
         admin.batch_execute("ROLLBACK").await.unwrap();
         assert!(r.as_ref().is_err_and(StoreError::is_unavailable), "{r:?}");
@@ -224,19 +226,14 @@ fn postgres_a_backend_terminated_in_a_write_is_unavailable_and_stores_nothing() 
             s.listed_names(a.id).await.unwrap(),
             ["before.example", "idle.example"]
         );
-        assert_eq!(listed(&s, &a.customer_key, &["later.example"], 4).await, 1);
-        s.close();
+        assert_eq!(listed(s, &a.customer_key, &["later.example"], 4).await, 1);
     });
 }
 
 #[test]
 fn postgres_a_lost_commit_answer_is_settled_stored_is_success_unknown_is_said() {
-    let Some(pg) = own_cluster("lost-commit") else {
-        return;
-    };
-    runtime().block_on(async {
-        let (quick, a) = app_store(&pg, "&settle_for=2").await;
-        let (patient, _) = app_store(&pg, "&settle_for=120").await;
+    on_own_cluster("lost-commit", "&settle_for=2", async |pg, s, a| {
+        let (patient, _) = app_store(pg, "&settle_for=120").await;
         // Every commit waits for a synchronous standby that is not there; a backend ended while
         // it waits has committed on the server, but its answer is lost.
         pg.synchronous_standbys("absent");
@@ -248,14 +245,8 @@ fn postgres_a_lost_commit_answer_is_settled_stored_is_success_unknown_is_said() 
             .is_some()
         })
         .await;
-        let key = a.customer_key.clone();
-        let write = tokio::spawn(async move {
-            quick
-                .ingest(request(&key, &[("unknown.example", true)], 2))
-                .await
-        });
-        let pid = session_waiting(&pg, "SyncRep", "").await;
-        pg.sql(&format!("SELECT pg_terminate_backend({pid})"));
+        let write = ingest_in_background(s, &a.customer_key, "unknown.example", 2);
+        end_session_waiting(pg, "SyncRep").await;
         let r = write.await.unwrap();
         assert!(r.as_ref().is_err_and(StoreError::is_unsettled), "{r:?}");
 
@@ -264,9 +255,8 @@ fn postgres_a_lost_commit_answer_is_settled_stored_is_success_unknown_is_said() 
         let writer = patient.clone();
         let id = a.id;
         let site = tokio::spawn(async move { writer.create_site(id, "Branch".into(), 3).await });
-        let pid = session_waiting(&pg, "SyncRep", "").await;
-        pg.sql(&format!("SELECT pg_terminate_backend({pid})"));
-        session_waiting(&pg, "SyncRep", &pid).await;
+        let pid = end_session_waiting(pg, "SyncRep").await;
+        session_waiting(pg, "SyncRep", &pid).await;
         pg.synchronous_standbys("");
         let created = site.await.unwrap().unwrap();
         assert_eq!(created.name, "Branch");
