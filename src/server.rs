@@ -26,7 +26,7 @@ use crate::budget::{Charge, MemoryBudget};
 use crate::config::{ServerConfig, TlsSource};
 use crate::error::{EnfError, MgmtError};
 use crate::http::{Body, Query};
-use crate::ids::{RequestId, X_REQUEST_ID};
+use crate::ids::{RequestId, X_REQUEST_ID_NAME};
 use crate::metrics::{ConnRefusal, RouteSlot, UNMATCHED};
 use crate::reputation::ReputationHandle;
 use crate::router::{self, Endpoint, EnfEndpoint, Interface, OwnEndpoint, Route, RouteError};
@@ -511,8 +511,10 @@ async fn serve_http<IO>(
             req.extensions_mut().insert(slot.clone());
             // A head past the transport's free allowance grew hyper's read buffer, which stays
             // that size: the connection ends after this answer, and the buffer with it.
-            let large_head = head_size(&req) > crate::transport::HEAD_FREE;
-            let mut res = handle(state, req, linger, peer, listener).await;
+            // Measured once: the 1 MiB rule counts it too (`respond`).
+            let head = head_size(&req);
+            let large_head = head > crate::transport::HEAD_FREE;
+            let mut res = handle(state, req, head, linger, peer, listener).await;
             if large_head {
                 res.headers_mut().insert(
                     hyper::header::CONNECTION,
@@ -720,6 +722,7 @@ fn close_after(res: &mut Response<Body>, linger: &AtomicBool) {
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
+    head: usize,
     linger: Arc<AtomicBool>,
     peer: SocketAddr,
     listener: Listener,
@@ -735,8 +738,9 @@ async fn handle(
     };
     let slot = RouteSlot::of(&route);
     let template = route.as_ref().map_or(UNMATCHED, Route::template);
-    let mut res = respond(&state, route, req, &linger, id.as_str()).await;
-    res.headers_mut().insert(X_REQUEST_ID, id.header_value());
+    let mut res = respond(&state, route, req, head, &linger, id.as_str()).await;
+    res.headers_mut()
+        .insert(X_REQUEST_ID_NAME, id.header_value());
     let took = started.elapsed();
     let status = res.status().as_u16();
     state.metrics.request(slot, status, took);
@@ -754,11 +758,13 @@ async fn handle(
     res
 }
 
-/// Answers one request: route, size rule, Host, body, then the interface's handler.
+/// Answers one request: route, size rule, Host, body, then the interface's handler. `head` is
+/// the size of its request line and headers (`head_size`).
 async fn respond(
     state: &Arc<AppState>,
     route: Result<Route, RouteError>,
     req: Request<Incoming>,
+    head: usize,
     linger: &AtomicBool,
     tx_id: &str,
 ) -> Response<Body> {
@@ -794,7 +800,6 @@ async fn respond(
     // The 1 MiB rule counts the request line, the headers and the body. A declared length decides
     // before any of the body is read; a chunked body is counted as it arrives.
     let max = state.limits.max_request_bytes;
-    let head = head_size(&req);
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
