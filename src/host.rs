@@ -83,18 +83,28 @@ pub fn parse(value: &[u8]) -> Result<&str, HostError> {
             after => Some(after.strip_prefix(':').ok_or(HostError::Brackets)?),
         }
     } else {
-        if text.contains(['[', ']']) {
-            return Err(HostError::Brackets);
+        // One pass over the bytes for the brackets and colons (a Host is checked on every
+        // request): a bracket anywhere is unbalanced here; a second colon is an IPv6 address
+        // without its brackets, or garbage.
+        let mut colons = 0usize;
+        let mut first_colon = text.len();
+        for (i, c) in text.bytes().enumerate() {
+            match c {
+                b'[' | b']' => return Err(HostError::Brackets),
+                b':' => {
+                    if colons == 0 {
+                        first_colon = i;
+                    }
+                    colons += 1;
+                }
+                _ => {}
+            }
         }
-        let (host, port) = match text.split_once(':') {
-            Some((h, p)) => (h, Some(p)),
-            None => (text, None),
-        };
-        // A second colon: an IPv6 address without its brackets, or garbage.
-        if port.is_some_and(|p| p.contains(':')) || !is_name_or_ipv4(host) {
+        let host = &text[..first_colon];
+        if colons > 1 || !is_name_or_ipv4(host) {
             return Err(HostError::Name);
         }
-        port
+        (colons == 1).then(|| &text[first_colon + 1..])
     };
     if let Some(port) = port {
         let ok = !port.is_empty()
@@ -186,6 +196,9 @@ mod tests {
             ("[::1]x", HostError::Brackets),
             ("[[::1]]", HostError::Brackets),
             ("x]", HostError::Brackets),
+            // A bracket anywhere outranks the colons before it.
+            ("x:80]", HostError::Brackets),
+            ("a:b:[", HostError::Brackets),
             ("[example.com]", HostError::Name),
             ("[1.2.3.4]", HostError::Name),
             ("[fe80::1%25eth0]", HostError::Name),

@@ -114,6 +114,11 @@ impl std::fmt::Display for RequestId {
 /// The header that carries a response's request id.
 pub const X_REQUEST_ID: &str = "x-request-id";
 
+/// `X_REQUEST_ID` as a header name made once: inserting the text would parse and check it again
+/// for every answer.
+pub const X_REQUEST_ID_NAME: hyper::header::HeaderName =
+    hyper::header::HeaderName::from_static(X_REQUEST_ID);
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -26,7 +26,7 @@ use crate::budget::{Charge, MemoryBudget};
 use crate::config::{ServerConfig, TlsSource};
 use crate::error::{EnfError, MgmtError};
 use crate::http::{Body, Query};
-use crate::ids::{RequestId, X_REQUEST_ID};
+use crate::ids::{RequestId, X_REQUEST_ID_NAME};
 use crate::metrics::{ConnRefusal, RouteSlot, UNMATCHED};
 use crate::reputation::ReputationHandle;
 use crate::router::{self, Endpoint, EnfEndpoint, Interface, OwnEndpoint, Route, RouteError};
@@ -507,12 +507,12 @@ async fn serve_http<IO>(
         let slot = slot.clone();
         async move {
             slot.set_phase(Phase::Active);
-            let mut req = req;
-            req.extensions_mut().insert(slot.clone());
             // A head past the transport's free allowance grew hyper's read buffer, which stays
             // that size: the connection ends after this answer, and the buffer with it.
-            let large_head = head_size(&req) > crate::transport::HEAD_FREE;
-            let mut res = handle(state, req, linger, peer, listener).await;
+            // Measured once: the 1 MiB rule counts it too (`respond`).
+            let head = head_size(&req);
+            let large_head = head > crate::transport::HEAD_FREE;
+            let (mut res, held) = handle(state, req, head, &slot, linger, peer, listener).await;
             if large_head {
                 res.headers_mut().insert(
                     hyper::header::CONNECTION,
@@ -521,7 +521,6 @@ async fn serve_http<IO>(
             }
             // The request's share of the memory budget stays with its answer until hyper has
             // handed all of it to the kernel (see `budget`).
-            let held = res.extensions_mut().remove::<Held>();
             slot.set_phase(Phase::Idle);
             Ok::<_, Infallible>(res.map(|body| ChargedBody { body, _held: held }))
         }
@@ -585,17 +584,10 @@ fn too_large(iface: Interface, tx_id: &str) -> Response<Body> {
     }
 }
 
-/// A request's share of the memory budget, carried from `handle` to the answer's body in the
-/// response's extensions.
-#[derive(Clone)]
-struct Held {
-    _charge: Arc<Charge>,
-}
-
 /// An answer's body with the share of the memory budget it holds until hyper has written it.
 struct ChargedBody {
     body: Body,
-    _held: Option<Held>,
+    _held: Option<Charge>,
 }
 
 impl hyper::body::Body for ChargedBody {
@@ -716,14 +708,17 @@ fn close_after(res: &mut Response<Body>, linger: &AtomicBool) {
 }
 
 /// Handles one request: routes it, answers it (`respond`), then gives the answer its
-/// `X-Request-Id`, counts it in the metrics and writes its access log line.
+/// `X-Request-Id`, counts it in the metrics and writes its access log line. Returns the answer
+/// with what it still holds of the memory budget (see `respond`).
 async fn handle(
     state: Arc<AppState>,
     req: Request<Incoming>,
+    head: usize,
+    slot: &crate::slots::Conn,
     linger: Arc<AtomicBool>,
     peer: SocketAddr,
     listener: Listener,
-) -> Response<Body> {
+) -> (Response<Body>, Option<Charge>) {
     let started = Instant::now();
     let id = RequestId::next();
     let method = req.method().clone();
@@ -733,13 +728,25 @@ async fn handle(
         }
         other => other,
     };
-    let slot = RouteSlot::of(&route);
+    let counted = RouteSlot::of(&route);
     let template = route.as_ref().map_or(UNMATCHED, Route::template);
-    let mut res = respond(&state, route, req, &linger, id.as_str()).await;
-    res.headers_mut().insert(X_REQUEST_ID, id.header_value());
+    let mut held = None;
+    let mut res = respond(
+        &state,
+        route,
+        req,
+        head,
+        slot,
+        &mut held,
+        &linger,
+        id.as_str(),
+    )
+    .await;
+    res.headers_mut()
+        .insert(X_REQUEST_ID_NAME, id.header_value());
     let took = started.elapsed();
     let status = res.status().as_u16();
-    state.metrics.request(slot, status, took);
+    state.metrics.request(counted, status, took);
     state.access.log(&crate::access::Entry {
         method: Some(method.as_str()),
         route: template,
@@ -751,14 +758,22 @@ async fn handle(
         client: Some(peer),
         request_id: id.as_str(),
     });
-    res
+    (res, held)
 }
 
-/// Answers one request: route, size rule, Host, body, then the interface's handler.
+/// Answers one request: route, size rule, Host, body, then the interface's handler. `head` is
+/// the size of its request line and headers (`head_size`); `slot` its connection's slot. What is
+/// left of the request's charge to the memory budget once it is answered goes to `held`, to be
+/// kept with the answer's body until hyper has written it. (Passed as arguments, not through
+/// the request's and the answer's extensions: those cost a map and a box each per request.)
+#[allow(clippy::too_many_arguments)]
 async fn respond(
     state: &Arc<AppState>,
     route: Result<Route, RouteError>,
     req: Request<Incoming>,
+    head: usize,
+    slot: &crate::slots::Conn,
+    held: &mut Option<Charge>,
     linger: &AtomicBool,
     tx_id: &str,
 ) -> Response<Body> {
@@ -794,7 +809,6 @@ async fn respond(
     // The 1 MiB rule counts the request line, the headers and the body. A declared length decides
     // before any of the body is read; a chunked body is counted as it arrives.
     let max = state.limits.max_request_bytes;
-    let head = head_size(&req);
     let declared = req
         .headers()
         .get(CONTENT_LENGTH)
@@ -826,14 +840,9 @@ async fn respond(
             Some(c) => Ok(c),
             None => {
                 // While it waits, its slot may go to a new client (see `slots`).
-                let slot = req.extensions().get::<Arc<crate::slots::Conn>>().cloned();
-                if let Some(s) = &slot {
-                    s.set_phase(Phase::Waiting);
-                }
+                slot.set_phase(Phase::Waiting);
                 let granted = state.budget.charge(cost).await;
-                if let Some(s) = &slot {
-                    s.set_phase(Phase::Active);
-                }
+                slot.set_phase(Phase::Active);
                 granted
             }
         };
@@ -905,7 +914,7 @@ async fn respond(
         headers: parts.headers,
         tx_id: tx_id.to_string(),
     };
-    let mut res = match route.endpoint {
+    let res = match route.endpoint {
         Endpoint::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,
         Endpoint::Mgmt(ep) => crate::management::handle(state, ep, &ctx, body).await,
         Endpoint::Own(ep) => crate::own::handle(state, ep).await,
@@ -917,9 +926,7 @@ async fn respond(
             .unwrap_or(u64::MAX);
         charge.shrink_to(usize::try_from(answer).unwrap_or(usize::MAX));
         if charge.bytes() > 0 {
-            res.extensions_mut().insert(Held {
-                _charge: Arc::new(charge),
-            });
+            *held = Some(charge);
         }
     }
     res
