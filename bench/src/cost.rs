@@ -76,6 +76,8 @@ pub struct CostOptions {
     /// printed and not compared: for builds whose database the current store cannot prepare
     /// (older schemas), e.g. when looking for the change that made a request dearer.
     pub demo: bool,
+    /// Where to keep callgrind's dump files (the run's directory is removed afterwards).
+    pub keep: Option<PathBuf>,
 }
 
 /// Runs the guard; `Ok(true)` when every figure is within its bound (or the baseline was
@@ -83,7 +85,12 @@ pub struct CostOptions {
 pub fn run(opts: &CostOptions) -> Result<bool, String> {
     let dir = std::env::temp_dir().join(format!("parasol-cost-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = measure(opts, &dir);
+    let result = measure(opts, &dir).and_then(|figures| {
+        if let Some(keep) = &opts.keep {
+            keep_dumps(&dir.join("callgrind"), keep)?;
+        }
+        Ok(figures)
+    });
     let _ = std::fs::remove_dir_all(&dir);
     let figures = result?;
     if opts.demo {
@@ -373,6 +380,18 @@ fn dumps(dir: &Path) -> Vec<PathBuf> {
         .unwrap_or_default();
     files.sort();
     files
+}
+
+/// Copies the dump files of `from` into `to` (made if missing).
+fn keep_dumps(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
+    for f in dumps(from) {
+        if let Some(name) = f.file_name() {
+            std::fs::copy(&f, to.join(name)).map_err(|e| format!("{}: {e}", f.display()))?;
+        }
+    }
+    crate::run::note(format!("callgrind dumps kept in {}", to.display()));
+    Ok(())
 }
 
 /// The instructions a callgrind dump file counted (its `totals:` or `summary:` line).
