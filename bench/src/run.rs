@@ -190,9 +190,11 @@ impl ChildProc {
         let Ok(found) = found else {
             let _ = child.kill();
             let _ = child.wait();
+            // A database URL's password is not shown.
+            let shown: Vec<String> = args.iter().map(|a| parasol::store::redact(a)).collect();
             return Err(format!(
                 "{} did not start: {:?}",
-                args.join(" "),
+                shown.join(" "),
                 log.lock().map(|l| l.clone()).unwrap_or_default()
             ));
         };
