@@ -85,12 +85,7 @@ pub struct CostOptions {
 pub fn run(opts: &CostOptions) -> Result<bool, String> {
     let dir = std::env::temp_dir().join(format!("parasol-cost-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let result = measure(opts, &dir).and_then(|figures| {
-        if let Some(keep) = &opts.keep {
-            keep_dumps(&dir.join("callgrind"), keep)?;
-        }
-        Ok(figures)
-    });
+    let result = measure(opts, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     let figures = result?;
     if opts.demo {
@@ -382,18 +377,6 @@ fn dumps(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-/// Copies the dump files of `from` into `to` (made if missing).
-fn keep_dumps(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("{}: {e}", to.display()))?;
-    for f in dumps(from) {
-        if let Some(name) = f.file_name() {
-            std::fs::copy(&f, to.join(name)).map_err(|e| format!("{}: {e}", f.display()))?;
-        }
-    }
-    crate::run::note(format!("callgrind dumps kept in {}", to.display()));
-    Ok(())
-}
-
 /// The instructions a callgrind dump file counted (its `totals:` or `summary:` line).
 pub fn dump_total(text: &str) -> Option<u64> {
     text.lines()
@@ -407,7 +390,8 @@ pub fn dump_total(text: &str) -> Option<u64> {
 
 /// Asks callgrind in process `pid` to dump and zero its counters; returns the instructions
 /// counted since the previous dump.
-fn dump(pid: u32, out_dir: &Path, label: &str) -> Result<u64, String> {
+/// With `keep`, the dump file is kept there as `LABEL.callgrind`.
+fn dump(pid: u32, out_dir: &Path, label: &str, keep: Option<&Path>) -> Result<u64, String> {
     let before = dumps(out_dir);
     let status = Command::new("callgrind_control")
         .arg(format!("--dump={label}"))
@@ -429,6 +413,12 @@ fn dump(pid: u32, out_dir: &Path, label: &str) -> Result<u64, String> {
         if let [file] = new.as_slice() {
             let text = std::fs::read_to_string(file).map_err(|e| format!("{file:?}: {e}"))?;
             if let Some(total) = dump_total(&text) {
+                if let Some(keep) = keep {
+                    let to = keep.join(format!("{label}.callgrind"));
+                    std::fs::create_dir_all(keep)
+                        .and_then(|()| std::fs::copy(file, &to))
+                        .map_err(|e| format!("{}: {e}", to.display()))?;
+                }
                 let _ = std::fs::remove_file(file);
                 return Ok(total);
             }
@@ -627,6 +617,7 @@ const IDLE: Duration = Duration::from_secs(3);
 fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
     let data_dir = dir.join("data");
     let out_dir = dir.join("callgrind");
+    let keep = opts.keep.as_deref();
     for d in [&data_dir, &out_dir] {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
@@ -702,10 +693,10 @@ fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
     // The idle server's instructions a second (its timers), taken out of each phase below.
     // The first second after the ready line still holds start-up work: left out.
     std::thread::sleep(Duration::from_secs(1));
-    dump(pid, &out_dir, "start-up")?;
+    dump(pid, &out_dir, "start-up", keep)?;
     let t = Instant::now();
     std::thread::sleep(IDLE);
-    let idle = dump(pid, &out_dir, "idle")? as f64 / t.elapsed().as_secs_f64();
+    let idle = dump(pid, &out_dir, "idle", keep)? as f64 / t.elapsed().as_secs_f64();
     crate::run::note(format!("idle server: {idle:.0} instructions a second"));
 
     let mut figures = Vec::new();
@@ -713,7 +704,7 @@ fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
     for (i, phase) in phases.iter().enumerate() {
         let mut sender = None;
         runtime.block_on(send_phase(&target, &mut sender, phase, 0..phase.warm))?;
-        dump(pid, &out_dir, &format!("warm-{i}"))?;
+        dump(pid, &out_dir, &format!("warm-{i}"), keep)?;
         let t = Instant::now();
         let (units, overruns) = runtime.block_on(send_phase(
             &target,
@@ -721,7 +712,7 @@ fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
             phase,
             phase.warm..phase.warm + phase.measured,
         ))?;
-        let total = dump(pid, &out_dir, &format!("phase-{i}"))?;
+        let total = dump(pid, &out_dir, &format!("phase-{i}"), keep)?;
         let secs = t.elapsed().as_secs_f64();
         let own = (total as f64 - idle * secs).max(0.0);
         let per = (own / units.max(1) as f64).round() as u64;
