@@ -208,7 +208,7 @@ impl Workload {
             Workload::Open => format!("single events, open loop at 80% of the slowest binary's closed loop, {conns} conns"),
             Workload::Ingest => format!("ingest, 1 MiB batches of new names, {INGEST_CLIENTS} clients"),
             Workload::Mix => format!("ingest, 1 MiB batches, 90% listed names, {INGEST_CLIENTS} clients"),
-            Workload::Page1 => format!("list page 1 (page cache), {conns} conns"),
+            Workload::Page1 => format!("list page 1 (SQLite: from the page cache), {conns} conns"),
             Workload::Pages => format!("list pages 1-{PAGE_SPAN}, limits 100-200 (past the page cache), {conns} conns"),
             Workload::Deep => format!("list pages {DEEP_FIRST}-{}, limits 100-200 (past the page cache), {conns} conns", DEEP_FIRST + PAGE_SPAN - 1),
             Workload::Readers => format!("readers: page 1, {FEW} conns, while {INGEST_CLIENTS} clients ingest new names"),
@@ -756,7 +756,7 @@ fn print_tables(
         opts.rounds,
         opts.seconds,
         opts.ingest_batches.max(1),
-        match open_rate {
+        match open_rate.filter(|_| tables.iter().any(|m| m.workload == Workload::Open)) {
             Some(r) => format!("; open loop at {r:.0} req/s"),
             None => String::new(),
         }
