@@ -76,6 +76,13 @@ fn decode(s: &str, plus_is_space: bool) -> Option<Cow<'_, str>> {
 
 /// Percent-encodes a query value (everything but unreserved characters).
 pub fn query_encode(s: &str) -> String {
+    // A customer key or a page number needs no escape: copied as it is, without the formatting
+    // machinery `to_string` goes through.
+    if s.bytes()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~'))
+    {
+        return s.to_string();
+    }
     utf8_percent_encode(s, QUERY_VALUE).to_string()
 }
 
@@ -200,6 +207,8 @@ mod tests {
     fn encodes() {
         assert_eq!(query_encode("a b/ü"), "a%20b%2F%C3%BC");
         assert_eq!(query_encode("A-z.0_9~+&="), "A-z.0_9~%2B%26%3D");
+        assert_eq!(query_encode("Key-0.9_a~Z"), "Key-0.9_a~Z");
+        assert_eq!(query_encode(""), "");
     }
 
     #[test]

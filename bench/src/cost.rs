@@ -76,6 +76,8 @@ pub struct CostOptions {
     /// printed and not compared: for builds whose database the current store cannot prepare
     /// (older schemas), e.g. when looking for the change that made a request dearer.
     pub demo: bool,
+    /// Where to keep callgrind's dump files (the run's directory is removed afterwards).
+    pub keep: Option<PathBuf>,
 }
 
 /// Runs the guard; `Ok(true)` when every figure is within its bound (or the baseline was
@@ -388,7 +390,8 @@ pub fn dump_total(text: &str) -> Option<u64> {
 
 /// Asks callgrind in process `pid` to dump and zero its counters; returns the instructions
 /// counted since the previous dump.
-fn dump(pid: u32, out_dir: &Path, label: &str) -> Result<u64, String> {
+/// With `keep`, the dump file is kept there as `LABEL.callgrind`.
+fn dump(pid: u32, out_dir: &Path, label: &str, keep: Option<&Path>) -> Result<u64, String> {
     let before = dumps(out_dir);
     let status = Command::new("callgrind_control")
         .arg(format!("--dump={label}"))
@@ -410,6 +413,12 @@ fn dump(pid: u32, out_dir: &Path, label: &str) -> Result<u64, String> {
         if let [file] = new.as_slice() {
             let text = std::fs::read_to_string(file).map_err(|e| format!("{file:?}: {e}"))?;
             if let Some(total) = dump_total(&text) {
+                if let Some(keep) = keep {
+                    let to = keep.join(format!("{label}.callgrind"));
+                    std::fs::create_dir_all(keep)
+                        .and_then(|()| std::fs::copy(file, &to))
+                        .map_err(|e| format!("{}: {e}", to.display()))?;
+                }
                 let _ = std::fs::remove_file(file);
                 return Ok(total);
             }
@@ -608,6 +617,7 @@ const IDLE: Duration = Duration::from_secs(3);
 fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
     let data_dir = dir.join("data");
     let out_dir = dir.join("callgrind");
+    let keep = opts.keep.as_deref();
     for d in [&data_dir, &out_dir] {
         std::fs::create_dir_all(d).map_err(|e| format!("{}: {e}", d.display()))?;
     }
@@ -683,10 +693,10 @@ fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
     // The idle server's instructions a second (its timers), taken out of each phase below.
     // The first second after the ready line still holds start-up work: left out.
     std::thread::sleep(Duration::from_secs(1));
-    dump(pid, &out_dir, "start-up")?;
+    dump(pid, &out_dir, "start-up", keep)?;
     let t = Instant::now();
     std::thread::sleep(IDLE);
-    let idle = dump(pid, &out_dir, "idle")? as f64 / t.elapsed().as_secs_f64();
+    let idle = dump(pid, &out_dir, "idle", keep)? as f64 / t.elapsed().as_secs_f64();
     crate::run::note(format!("idle server: {idle:.0} instructions a second"));
 
     let mut figures = Vec::new();
@@ -694,7 +704,7 @@ fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
     for (i, phase) in phases.iter().enumerate() {
         let mut sender = None;
         runtime.block_on(send_phase(&target, &mut sender, phase, 0..phase.warm))?;
-        dump(pid, &out_dir, &format!("warm-{i}"))?;
+        dump(pid, &out_dir, &format!("warm-{i}"), keep)?;
         let t = Instant::now();
         let (units, overruns) = runtime.block_on(send_phase(
             &target,
@@ -702,7 +712,7 @@ fn measure(opts: &CostOptions, dir: &Path) -> Result<Vec<Figure>, String> {
             phase,
             phase.warm..phase.warm + phase.measured,
         ))?;
-        let total = dump(pid, &out_dir, &format!("phase-{i}"))?;
+        let total = dump(pid, &out_dir, &format!("phase-{i}"), keep)?;
         let secs = t.elapsed().as_secs_f64();
         let own = (total as f64 - idle * secs).max(0.0);
         let per = (own / units.max(1) as f64).round() as u64;

@@ -27,6 +27,23 @@ pub fn domain(space: u64, n: u64) -> String {
     format!("h{:012x}.b{space}.example", mix(space << 40 ^ n) >> 16)
 }
 
+/// The name of event `n` of family `space`: with `mixed`, nine in ten are one of the hot names
+/// (listed beforehand, as most names a product reports are), the others new names of the family;
+/// without, all new.
+pub fn event_name(space: u64, n: u64, mixed: bool) -> String {
+    let r = mix(n ^ space << 48);
+    if mixed && !r.is_multiple_of(10) {
+        domain(SPACE_HOT, r % HOT_DOMAINS)
+    } else {
+        domain(space, n)
+    }
+}
+
+/// The body of a single event: event `n` of family `space` (see `event_name`).
+pub fn single_event(space: u64, n: u64, mixed: bool) -> bytes::Bytes {
+    bytes::Bytes::from(event_json(&event_name(space, n, mixed), n))
+}
+
 /// One event as a client sends it: the eight required fields, about 260 bytes.
 pub fn event_json(domain: &str, n: u64) -> String {
     format!(
@@ -161,10 +178,7 @@ async fn preload(store: &Store, list_domains: u64) -> Result<World, String> {
         mixed_key: mixed.customer_key,
         list_key: list.customer_key,
         mgmt_org: mgmt.id,
-        mgmt_auth: format!(
-            "Basic {}",
-            base64_basic::encode(format!("{api_key}:{secret}").as_bytes())
-        ),
+        mgmt_auth: basic_auth(&api_key, &secret),
     })
 }
 
@@ -195,6 +209,14 @@ pub fn write_reputation(path: &Path, lines: u64) -> Result<(), String> {
         writeln!(w, "{},{score}", domain(SPACE_REPUTATION, i)).map_err(|e| e.to_string())?;
     }
     w.flush().map_err(|e| e.to_string())
+}
+
+/// The `authorization` header value of HTTP Basic credentials.
+pub fn basic_auth(key: &str, secret: &str) -> String {
+    format!(
+        "Basic {}",
+        base64_basic::encode(format!("{key}:{secret}").as_bytes())
+    )
 }
 
 /// Standard base64, for the Basic header (no dependency for twenty lines).

@@ -16,12 +16,13 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
 use crate::load::{self, Pace, Req, Source, Stats, Target};
-use crate::run::{cores, note, pin_current_thread, proc_cpu_secs, ChildProc, Options};
+use crate::run::{cores, note, pin_current_thread, ChildProc, Options};
+use crate::settle::{self, Watched, Window};
 use crate::{data, run};
 
 /// Windows per workload and server.
@@ -121,21 +122,16 @@ pub fn compare(opts: &Options, dir: &Path) -> Result<(), String> {
         let path = format!("/1.0/events?customerKey={key}");
         Arc::new(move |w, n| {
             let i = window << 40 | (w as u64) << 32 | n;
-            let r = data::mix(i ^ 31 << 48);
-            let name = if r.is_multiple_of(10) {
-                data::domain(31, i)
-            } else {
-                data::domain(data::SPACE_HOT, r % data::HOT_DOMAINS)
-            };
             Some(Req::post(
                 path.clone(),
-                Bytes::from(data::event_json(&name, i)),
+                data::single_event(31, i, true),
                 202,
                 1,
             ))
         })
     };
 
+    let machine = Watched::of(sides.iter().map(|s| s.server.pid()));
     let window = Duration::from_secs_f64(opts.seconds / 2.0);
     let mut results: Vec<Measured> = Vec::new();
     for workload in ["ingest", "single"] {
@@ -164,12 +160,10 @@ pub fn compare(opts: &Options, dir: &Path) -> Result<(), String> {
             cpu: [0.0, 0.0],
         };
         for round in 0..ROUNDS {
-            // A then B, then B then A: neither always goes first.
-            let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            for i in order {
-                settle(&sides)?;
+            for i in settle::order(round, 2) {
                 let side = &sides[i];
-                let cpu_before = proc_cpu_secs(side.server.pid());
+                let counted = Watched::of([side.server.pid()]);
+                let w = Window::open(&machine, QUIET, &[&counted])?;
                 let s = if events {
                     runtime.block_on(load::run(
                         &side.target,
@@ -188,10 +182,7 @@ pub fn compare(opts: &Options, dir: &Path) -> Result<(), String> {
                     ))
                 };
                 // The window's CPU time runs until the server is idle again (its exporter done).
-                settle(&sides)?;
-                m.cpu[i] += proc_cpu_secs(side.server.pid())
-                    .zip(cpu_before)
-                    .map_or(f64::NAN, |(a, b)| a - b);
+                m.cpu[i] += w.close()?[0];
                 if s.errors > 0 {
                     return Err(format!(
                         "{workload} on {}: {} errors; first: {:?}",
@@ -302,37 +293,9 @@ impl Measured {
     }
 }
 
-/// Waits until neither server has used more than 2% of a core over each 200 ms of the last
-/// `QUIET` (at most 60 s, then goes on), so that a window starts with the previous one's work
-/// done. `QUIET` is longer than the exporter's pause between two rounds after a short round
-/// (`INTERVAL`, or `BUSY_SHARE` times the round's time): a quiet spell that ended only because
-/// the exporter was waiting would charge its last round to the next window, perhaps the other
-/// server's.
-fn settle(sides: &[Side]) -> Result<(), String> {
-    const STEP: Duration = Duration::from_millis(200);
-    const QUIET: Duration = Duration::from_millis(1600);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let cpu = || -> Option<f64> {
-        sides
-            .iter()
-            .map(|s| proc_cpu_secs(s.server.pid()))
-            .sum::<Option<f64>>()
-    };
-    let mut before = cpu();
-    let mut quiet = Duration::ZERO;
-    while Instant::now() < deadline {
-        std::thread::sleep(STEP);
-        let now = cpu();
-        match (before, now) {
-            (None, _) | (_, None) => return Err("cannot read the servers' CPU time".into()),
-            (Some(b), Some(n)) if n - b <= 0.004 => quiet += STEP,
-            _ => quiet = Duration::ZERO,
-        }
-        if quiet >= QUIET {
-            return Ok(());
-        }
-        before = now;
-    }
-    note("the servers were still busy after 60 s; going on");
-    Ok(())
-}
+/// How long neither server may have used more than 2% of a core (over each 200 ms) before a
+/// window starts or ends, so that a window starts with the previous one's work done. Longer than
+/// the exporter's pause between two rounds after a short round (`INTERVAL`, or `BUSY_SHARE` times
+/// the round's time): a quiet spell that ended only because the exporter was waiting would charge
+/// its last round to the next window, perhaps the other server's.
+const QUIET: Duration = Duration::from_millis(1600);

@@ -134,10 +134,16 @@ pub struct BenchArgs {
     /// the current store cannot prepare); printed, not compared
     #[argh(switch)]
     pub cost_demo: bool,
+    /// with --cost: keep callgrind's dump files (one a phase, named by it) in this directory,
+    /// for `callgrind_annotate --inclusive=yes` with a build that keeps its symbols
+    #[argh(option)]
+    pub cost_keep: Option<PathBuf>,
     /// instead of the benchmark: these parasol binaries (comma-separated, e.g. an old commit's
-    /// build and the current one) and a bare hyper server, over plain HTTP in alternating windows
-    /// (--rounds, default 3; --seconds per window, default 3; --ingest-batches per window,
-    /// default 8): rate and CPU per unit of single events, ingest and page 1
+    /// build and the current one) beside a bare hyper server, over plain HTTP in alternating
+    /// windows (--rounds, default 3; --seconds per window, default 3; --ingest-batches per
+    /// window, default 8; --only single,open,ingest,mix,list,pages,deep,readers,delete,
+    /// management): rate and CPU per unit of each workload; with --database, each binary on a
+    /// database of its own and ingest also against a plain tokio-postgres loop
     #[argh(option)]
     pub compare_binaries: Option<String>,
     /// internal: run only the bare plain-HTTP server of --compare-binaries
@@ -186,6 +192,7 @@ fn run_args(args: BenchArgs) -> i32 {
                 .as_ref()
                 .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
             serve_args: args.serve_arg.clone(),
+            database: args.database.clone(),
         };
         let dir = std::env::temp_dir().join(format!("parasol-ab-{}", uuid::Uuid::new_v4()));
         let result = ab::compare(&opts, &dir);
@@ -211,6 +218,7 @@ fn run_args(args: BenchArgs) -> i32 {
             baseline: args.cost_baseline.clone(),
             update: args.cost_update,
             demo: args.cost_demo,
+            keep: args.cost_keep.clone(),
         };
         return match cost::run(&opts) {
             Ok(true) => 0,

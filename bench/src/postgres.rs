@@ -16,7 +16,7 @@ use tokio_postgres::{Client, NoTls};
 use crate::data;
 use crate::load::{self, Pace, Req, Source, Stats, Target};
 use crate::run::{against, fmt_ms, fmt_rate, note, ChildProc, Options};
-use crate::settle::{self, Watched};
+use crate::settle::{self, Watched, Window};
 
 /// `url` with its database replaced by `name`.
 fn with_database(url: &str, name: &str) -> String {
@@ -44,13 +44,13 @@ async fn connect(url: &str) -> Result<Client, String> {
 }
 
 /// The databases of a run, dropped when it ends.
-struct Databases {
-    admin: String,
-    names: Vec<String>,
+pub(crate) struct Databases {
+    pub(crate) admin: String,
+    pub(crate) names: Vec<String>,
 }
 
 impl Databases {
-    async fn create(&mut self, name: &str) -> Result<String, String> {
+    pub(crate) async fn create(&mut self, name: &str) -> Result<String, String> {
         let c = connect(&self.admin).await?;
         c.batch_execute(&format!("CREATE DATABASE {name}"))
             .await
@@ -59,7 +59,7 @@ impl Databases {
         Ok(with_database(&self.admin, name))
     }
 
-    async fn drop_all(&self) {
+    pub(crate) async fn drop_all(&self) {
         if let Ok(c) = connect(&self.admin).await {
             for n in &self.names {
                 let _ = c
@@ -68,6 +68,38 @@ impl Databases {
             }
         }
     }
+}
+
+/// The database's processes, when it runs on this machine: its postmaster and every backend
+/// (found through the backend of a connection to `admin`).
+pub(crate) async fn database_processes(admin: &str) -> Result<Watched, String> {
+    let admin = connect(admin).await?;
+    let backend: i32 = admin
+        .query_one("SELECT pg_backend_pid()", &[])
+        .await
+        .map_err(|e| e.to_string())?
+        .get(0);
+    let database = Watched {
+        plain: Vec::new(),
+        trees: u32::try_from(backend)
+            .ok()
+            .and_then(settle::parent_of)
+            .into_iter()
+            .collect(),
+    };
+    if database.trees.is_empty() {
+        note("the database's processes are not on this machine: its CPU time is not shown");
+    }
+    Ok(database)
+}
+
+/// Gives the (new) database `url` the current build's schema, for the plain loops.
+pub(crate) async fn with_schema(url: &str) -> Result<(), String> {
+    parasol::store::Store::open_postgres(url, parasol::store::OpenRole::Server)
+        .await
+        .map_err(|e| e.to_string())?
+        .close();
+    Ok(())
 }
 
 /// A row of the table.
@@ -121,7 +153,7 @@ fn loop_stats(units: u64, ok: u64, elapsed: Duration) -> Stats {
 /// of Parasol's own schema; batches `first..first + batches` of the loop's own names. Left out:
 /// HTTP, parsing, the acceptance checks, resolving the key, refreshing listed names, the paging
 /// counts.
-async fn batch_ceiling(
+pub(crate) async fn batch_ceiling(
     url: &str,
     clients: usize,
     (first, batches): (u64, u64),
@@ -355,30 +387,9 @@ async fn measure(
         data::MAX_BATCH_BYTES,
     );
 
-    // The database's processes (when it runs on this machine): its postmaster and every backend.
-    let admin = connect(&dbs.admin).await?;
-    let backend: i32 = admin
-        .query_one("SELECT pg_backend_pid()", &[])
-        .await
-        .map_err(|e| e.to_string())?
-        .get(0);
-    let database = Watched {
-        plain: Vec::new(),
-        trees: u32::try_from(backend)
-            .ok()
-            .and_then(settle::parent_of)
-            .into_iter()
-            .collect(),
-    };
-    if database.trees.is_empty() {
-        note("the database's processes are not on this machine: its CPU time is not shown");
-    }
-
+    let database = database_processes(&dbs.admin).await?;
     let ceiling_url = dbs.create(&format!("bench_ceiling_{tag}")).await?;
-    parasol::store::Store::open_postgres(&ceiling_url, parasol::store::OpenRole::Server)
-        .await
-        .map_err(|e| e.to_string())?
-        .close();
+    with_schema(&ceiling_url).await?;
     single_ceiling_setup(&ceiling_url).await?;
     let server_url = dbs.create(&format!("bench_server_{tag}")).await?;
     note("pre-loading organizations and the hot names");
@@ -416,15 +427,9 @@ async fn measure(
         let path = enf(&world.mixed_key);
         Arc::new(move |w, n| {
             let i = single_index(window, w, n);
-            let r = data::mix(i ^ space << 48);
-            let name = if r.is_multiple_of(10) {
-                data::domain(space, i)
-            } else {
-                data::domain(data::SPACE_HOT, r % data::HOT_DOMAINS)
-            };
             Some(Req::post(
                 path.clone(),
-                Bytes::from(data::event_json(&name, i)),
+                data::single_event(space, i, true),
                 202,
                 1,
             ))
@@ -678,20 +683,16 @@ where
         node: Vec::new(),
         cpu: [[0.0; 2]; 2],
     };
-    let cpu = || [sides.node.cpu_secs(), sides.database.cpu_secs()];
     for round in 0..rounds {
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for side in order {
-            sides.machine.settle()?;
-            let before = cpu();
+        for side in settle::order(round, 2) {
+            let w = Window::open(sides.machine, settle::STEP, &[sides.node, sides.database])?;
             let s = if side == 0 {
                 ceiling(round as u64).await?
             } else {
                 node(round as u64).await
             };
-            sides.machine.settle()?;
-            for (total, (a, b)) in c.cpu[side].iter_mut().zip(cpu().into_iter().zip(before)) {
-                *total += a.zip(b).map_or(f64::NAN, |(a, b)| a - b);
+            for (total, used) in c.cpu[side].iter_mut().zip(w.close()?) {
+                *total += used;
             }
             note(format!(
                 "round {round}, {}: {:.0} {}/s",

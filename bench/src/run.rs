@@ -190,9 +190,11 @@ impl ChildProc {
         let Ok(found) = found else {
             let _ = child.kill();
             let _ = child.wait();
+            // A database URL's password is not shown.
+            let shown: Vec<String> = args.iter().map(|a| parasol::store::redact(a)).collect();
             return Err(format!(
                 "{} did not start: {:?}",
-                args.join(" "),
+                shown.join(" "),
                 log.lock().map(|l| l.clone()).unwrap_or_default()
             ));
         };
@@ -563,15 +565,7 @@ fn run_in(
     let make_batches = |space: u64, mixed: bool, count: u64| -> Vec<Bytes> {
         (0..count)
             .map(|b| {
-                let names = (b * batch_events..).map(|n| {
-                    let r = data::mix(n ^ space << 48);
-                    let name = if mixed && !r.is_multiple_of(10) {
-                        data::domain(data::SPACE_HOT, r % data::HOT_DOMAINS)
-                    } else {
-                        data::domain(space, n)
-                    };
-                    (name, n)
-                });
+                let names = (b * batch_events..).map(|n| (data::event_name(space, n, mixed), n));
                 data::batch(names, data::MAX_BATCH_BYTES).0
             })
             .collect()
@@ -819,14 +813,12 @@ fn run_in(
             let path = enf(&world.mixed_key);
             Arc::new(move |w, n| {
                 let i = (w as u64) << 32 | n;
-                let r = data::mix(i ^ space << 48);
-                let name = if mixed && !r.is_multiple_of(10) {
-                    data::domain(data::SPACE_HOT, r % data::HOT_DOMAINS)
-                } else {
-                    data::domain(space, i)
-                };
-                let body = Bytes::from(data::event_json(&name, i));
-                Some(Req::post(path.clone(), body, 202, 1))
+                Some(Req::post(
+                    path.clone(),
+                    data::single_event(space, i, mixed),
+                    202,
+                    1,
+                ))
             })
         };
         let new = m.measure(

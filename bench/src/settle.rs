@@ -17,7 +17,7 @@ const AT_MOST: Duration = Duration::from_secs(60);
 
 /// Idle: at most this much CPU time over `STEP`, all watched processes together (2% of a core).
 const IDLE_CPU_SECS: f64 = 0.004;
-const STEP: Duration = Duration::from_millis(200);
+pub(crate) const STEP: Duration = Duration::from_millis(200);
 
 /// Processes whose CPU time a benchmark counts: `plain` by their own time, `trees` with all
 /// their children's, live (read from /proc) and reaped (counted in the parent's).
@@ -41,26 +41,93 @@ impl Watched {
         Some(total)
     }
 
+    /// The processes `pids`, each by its own CPU time.
+    pub(crate) fn of(pids: impl IntoIterator<Item = u32>) -> Watched {
+        Watched {
+            plain: pids.into_iter().collect(),
+            trees: Vec::new(),
+        }
+    }
+
     /// Waits until the processes watched have used at most 2% of a core over 200 ms (at most
     /// 60 s, then goes on with a note).
     pub(crate) fn settle(&self) -> Result<(), String> {
+        self.settle_for(STEP)
+    }
+
+    /// Waits until the processes watched have used at most 2% of a core over each 200 ms of the
+    /// last `quiet` (at most 60 s, then goes on with a note). A `quiet` longer than a step keeps
+    /// a pause in a server's own periodic work (an exporter waiting between two rounds) from
+    /// passing for idleness.
+    pub(crate) fn settle_for(&self, quiet: Duration) -> Result<(), String> {
         let deadline = Instant::now() + AT_MOST;
         let read = || {
             self.cpu_secs()
                 .ok_or_else(|| "cannot read the CPU time of the processes watched".to_string())
         };
         let mut before = read()?;
+        let mut still = Duration::ZERO;
         while Instant::now() < deadline {
             std::thread::sleep(STEP);
             let now = read()?;
             if now - before <= IDLE_CPU_SECS {
-                return Ok(());
+                still += STEP;
+                if still >= quiet {
+                    return Ok(());
+                }
+            } else {
+                still = Duration::ZERO;
             }
             before = now;
         }
         note("the machine was still busy after 60 s; going on");
         Ok(())
     }
+}
+
+/// One measured window: opened once `machine` has settled, with the CPU time of the processes
+/// counted read then; closed once `machine` has settled again, giving what each group counted
+/// used from the window's start until then (leftover work charged to the window that caused it).
+pub(crate) struct Window<'a> {
+    machine: &'a Watched,
+    quiet: Duration,
+    counted: Vec<&'a Watched>,
+    before: Vec<Option<f64>>,
+}
+
+impl<'a> Window<'a> {
+    /// Settles `machine` for `quiet` (see `Watched::settle_for`), then starts counting.
+    pub(crate) fn open(
+        machine: &'a Watched,
+        quiet: Duration,
+        counted: &[&'a Watched],
+    ) -> Result<Window<'a>, String> {
+        machine.settle_for(quiet)?;
+        Ok(Window {
+            machine,
+            quiet,
+            counted: counted.to_vec(),
+            before: counted.iter().map(|w| w.cpu_secs()).collect(),
+        })
+    }
+
+    /// Settles `machine` again; the CPU seconds of each group counted since `open` (NaN where a
+    /// reading failed).
+    pub(crate) fn close(self) -> Result<Vec<f64>, String> {
+        self.machine.settle_for(self.quiet)?;
+        Ok(self
+            .counted
+            .iter()
+            .zip(self.before)
+            .map(|(w, b)| w.cpu_secs().zip(b).map_or(f64::NAN, |(a, b)| a - b))
+            .collect())
+    }
+}
+
+/// The order in which round `round` visits `n` sides: rotated by one each round, so that none
+/// always goes first (for two sides: A B, then B A, ...).
+pub(crate) fn order(round: usize, n: usize) -> impl Iterator<Item = usize> {
+    (0..n).map(move |k| (k + round) % n)
 }
 
 /// The fields of /proc/PID/stat after the command name (which is in parentheses and may hold
@@ -111,4 +178,17 @@ fn tree_cpu_secs(pid: u32) -> Option<f64> {
 /// The parent of `pid` (for a PostgreSQL backend, the postmaster).
 pub(crate) fn parent_of(pid: u32) -> Option<u32> {
     stat_fields(pid)?.get(1)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_rotate_the_sides() {
+        let rounds: Vec<Vec<usize>> = (0..3).map(|r| order(r, 3).collect()).collect();
+        assert_eq!(rounds, [[0, 1, 2], [1, 2, 0], [2, 0, 1]]);
+        let two: Vec<Vec<usize>> = (0..2).map(|r| order(r, 2).collect()).collect();
+        assert_eq!(two, [[0, 1], [1, 0]]);
+    }
 }
