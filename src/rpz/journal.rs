@@ -23,7 +23,7 @@ use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::zone::{Action, Delta, Entry};
+use super::triggers::{Action, Delta, Entry};
 use crate::export::files;
 
 /// A SHA-256 of a zone's triggers.

@@ -26,6 +26,7 @@
 
 pub mod access;
 pub mod journal;
+pub mod triggers;
 pub mod wire;
 pub mod zone;
 

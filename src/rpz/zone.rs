@@ -5,28 +5,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::journal::{self, Digest, OnDisk, Restored};
+pub use super::triggers::{Action, Delta, Entry};
 use crate::export::formats::{next_serial, serial_after};
-
-/// What a trigger does to the name and everything below it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Action {
-    /// Listed: NXDOMAIN (`CNAME .`).
-    Block,
-    /// Allow-listed under a listed name: answered normally (`CNAME rpz-passthru.`).
-    Passthru,
-}
-
-/// One trigger: a name and its action (two records in the zone, the name and `*.name`).
-pub type Entry = (Box<str>, Action);
-
-/// The difference from one version of a zone to the next.
-#[derive(Debug)]
-pub struct Delta {
-    pub from: u32,
-    pub to: u32,
-    pub removed: Vec<Entry>,
-    pub added: Vec<Entry>,
-}
 
 /// A journal reaches back at most this many versions, and holds at most this many changed
 /// triggers in all (or the zone's size, when larger): beyond that a full transfer is as cheap.
