@@ -3,7 +3,7 @@
 //! the secondary: SOA queries, AXFR, IXFR of a change (and the whole zone when the journal does
 //! not reach back), NOTIFY on change, TSIG on every message of a transfer, what is refused
 //! (unsigned from elsewhere, a wrong key, names outside the zones, transfers over UDP), and
-//! serials that keep growing across a restart. Real resolvers pull the zones in `.ci/rpz-e2e`.
+//! IXFR and serials that keep growing across a restart. Real resolvers pull the zones in `.ci/rpz-e2e`.
 
 mod common;
 
@@ -228,7 +228,7 @@ async fn notified(p: &Primary, org: i64, after: u32) -> u32 {
             RData::SOA(soa) => Some(soa.serial),
             _ => None,
         })?;
-        (serial != after).then_some(serial)
+        parasol::export::formats::serial_after(serial, after).then_some(serial)
     })
     .await
 }
@@ -397,24 +397,72 @@ async fn only_the_key_and_the_allowed_addresses_transfer() {
     p.server.stop().await;
 }
 
-/// A restarted server's zones have serials above those before, though the list did not change:
-/// a secondary that holds the old version transfers the zone again and never keeps a stale one.
+/// The journal outlives a restart: a zone whose list did not change while the server was down
+/// keeps its serial, and a secondary at an older serial gets the differences by IXFR, not the
+/// whole zone. A list changed while the server was down (here by the server run without the
+/// primary) gives the zone a serial above every one before, and a secondary the whole zone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn serials_grow_across_a_restart() {
+async fn ixfr_and_serials_across_a_restart() {
     let p = start_in(TempDir::new(), &[]).await;
     let key = signer("parasol-rpz", SECRET);
-    let (org, _) = p.server.create_org("Restarted");
+    let (org, customer) = p.server.create_org("Restarted");
+    post(&p.server, &customer, &["first.example"]).await;
     let addr = p.addr;
     let k = key.clone();
-    let before = wait_for("the zone", move || soa_serial(addr, org, &k)).await;
+    let s1 = wait_for("the zone with first.example", move || {
+        let all = records(&ask_tcp(
+            addr,
+            request(&zone(org), RecordType::AXFR),
+            Some(&k),
+        ));
+        all.contains(&trigger("first.example", org, ".")[0])
+            .then(|| soa_serial(addr, org, &k))
+            .flatten()
+    })
+    .await;
+    post(&p.server, &customer, &["second.example"]).await;
+    let s2 = notified(&p, org, s1).await;
     let dir = p.server.stop().await;
+
     let p = start_in(dir, &[]).await;
     let addr = p.addr;
     let k = key.clone();
-    let after = wait_for("the zone again", move || soa_serial(addr, org, &k)).await;
-    assert!(
-        parasol::export::formats::serial_after(after, before),
-        "{after} after {before}"
+    let again = wait_for("the zone again", move || soa_serial(addr, org, &k)).await;
+    assert_eq!(again, s2, "the same version keeps its serial");
+    let d = records(&ask_tcp(addr, ixfr(&zone(org), s1), Some(&key)));
+    let mut expected = vec![
+        format!("SOA {s2}"),
+        format!("SOA {s1}"),
+        format!("SOA {s2}"),
+    ];
+    expected.extend(trigger("second.example", org, "."));
+    expected.push(format!("SOA {s2}"));
+    assert_eq!(d, expected, "an IXFR from before the restart");
+    // A change after the restart extends the same journal.
+    post(&p.server, &customer, &["third.example"]).await;
+    let s3 = notified(&p, org, s2).await;
+    let both = records(&ask_tcp(addr, ixfr(&zone(org), s1), Some(&key)));
+    assert_eq!(both.first(), Some(&format!("SOA {s3}")));
+    assert_eq!(
+        both.iter().filter(|r| r.starts_with("SOA")).count(),
+        2 + 2 * 2
     );
+    let dir = p.server.stop().await;
+
+    // Changed while the primary was down.
+    let plain = TestServer::start_in(dir, |_| {}).await;
+    post(&plain, &customer, &["fourth.example"]).await;
+    let dir = plain.stop().await;
+    let p = start_in(dir, &[]).await;
+    let addr = p.addr;
+    let k = key.clone();
+    let s4 = wait_for("the zone again", move || soa_serial(addr, org, &k)).await;
+    assert!(
+        parasol::export::formats::serial_after(s4, s3),
+        "{s4} after {s3}"
+    );
+    let full = records(&ask_tcp(addr, ixfr(&zone(org), s3), Some(&key)));
+    assert_eq!(full.len(), 2 + 4 * 2 + 1, "the whole zone: {full:?}");
+    assert!(full.contains(&trigger("fourth.example", org, ".")[0]));
     p.server.stop().await;
 }

@@ -10,6 +10,7 @@ mod exports;
 mod hostile;
 mod load;
 mod postgres;
+mod rpz;
 mod run;
 mod settle;
 
@@ -68,6 +69,10 @@ pub struct BenchArgs {
     /// with --export-dir) taking the ingest and single-event workloads in alternating windows
     #[argh(switch)]
     pub compare_exports: bool,
+    /// the resolver feeds: freshness of files and zone serials (idle and busy), AXFR against
+    /// BIND's named, IXFR CPU, RSS while serving transfers, single events during a transfer
+    #[argh(switch)]
+    pub rpz: bool,
     /// one more argument for `parasol serve` (repeat it for several), e.g. `--serve-arg
     /// --access-log --serve-arg off` to measure the access log's cost
     #[argh(option)]
@@ -275,6 +280,18 @@ fn run_args(args: BenchArgs) -> i32 {
         rounds: args.rounds.unwrap_or(base.rounds).max(1),
         ..base
     };
+    if args.rpz {
+        let dir = std::env::temp_dir().join(format!("parasol-rpz-{}", uuid::Uuid::new_v4()));
+        let result = rpz::run(&opts, &dir, args.quick);
+        let _ = std::fs::remove_dir_all(&dir);
+        return match result {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench --rpz: {e}");
+                1
+            }
+        };
+    }
     if args.compare_exports {
         let dir = std::env::temp_dir().join(format!("parasol-bench-{}", uuid::Uuid::new_v4()));
         let result = std::fs::create_dir_all(&dir)

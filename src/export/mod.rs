@@ -393,7 +393,16 @@ impl Rounds {
             }
         }
         if let Some(zones) = &self.zones {
-            zones.end_round();
+            // Appends to the changed zones' journals on disk and syncs them: off the runtime's
+            // threads.
+            let zones = zones.clone();
+            let kept = tokio::task::spawn_blocking(move || zones.end_round())
+                .await
+                .map_err(|e| format!("keeping the zones' journals failed: {e}"))
+                .and_then(|r| r);
+            if let Err(e) = kept {
+                failure.get_or_insert(e);
+            }
         }
         if let Some(writer) = &self.writer {
             if self.first {

@@ -8,6 +8,13 @@
 //!   restarts) and records the difference in the zone's journal: IXFR (RFC 1995) sends the
 //!   differences since the secondary's serial, or the whole zone when the journal does not
 //!   reach back that far; AXFR (RFC 5936) sends the whole zone. Both over TCP only.
+//! - The journals are kept in the data directory too (`journal`): after a restart a zone whose
+//!   list did not change meanwhile keeps its serial and its journal, so secondaries still get
+//!   IXFR.
+//! - On several nodes (PostgreSQL) each node serves the zones with serials of its own: they
+//!   follow the same lists, but each node's rounds see the changes at their own moments, so a
+//!   resolver follows one node (a resolver moved to another node is told to transfer the zone
+//!   whole once).
 //! - After a round that changed zones, each `--rpz-notify` address gets a NOTIFY (RFC 1996) per
 //!   changed zone, repeated until answered (a few times at most). Unsigned: a NOTIFY only makes
 //!   the secondary ask for the serial, with its own authentication, and Unbound refuses a
@@ -18,6 +25,8 @@
 //!   opcodes. Over UDP only SOA queries are answered (no amplification).
 
 pub mod access;
+pub mod journal;
+pub mod triggers;
 pub mod wire;
 pub mod zone;
 
@@ -96,7 +105,7 @@ pub struct Primary {
 impl Primary {
     /// Reads the key, binds the UDP and TCP sockets and starts answering (every zone is empty
     /// and unknown until the exporter's first round fills them: queries for them are REFUSED
-    /// until then). The last serial is kept in `data_dir`.
+    /// until then). The last serial and the zones' journals are kept in `data_dir`.
     pub fn start(config: &RpzConfig, data_dir: &Path) -> Result<Primary, String> {
         let key = config
             .tsig_key
@@ -125,7 +134,7 @@ impl Primary {
             .map_err(|e| format!("--rpz-listen {local} (UDP): {e}"))?;
         let notify_from = SocketAddr::new(local.ip(), 0);
         let shared = Arc::new(Shared {
-            zones: Arc::new(Zones::new(Some(data_dir.join("rpz-serial")))),
+            zones: Arc::new(Zones::in_data_dir(data_dir)),
             suffix,
             key,
             allow: config.allow.clone(),

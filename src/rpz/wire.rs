@@ -7,7 +7,7 @@ use hickory_proto::rr::rdata::tsig::{make_tsig_record, TsigError, TSIG};
 use hickory_proto::rr::rdata::{CNAME, NS, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType, TSigResponseContext, TSigner};
 
-use super::zone::{Action, Delta, Entry};
+use super::triggers::{Action, Delta, Entry};
 
 /// The TTL of every record: how long a resolver may keep a policy answer once the list changed.
 pub const TTL: u32 = 60;

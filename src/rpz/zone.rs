@@ -1,31 +1,12 @@
-//! The zones in memory: each organization's effective block list as sorted triggers, its serial, and a journal of the differences between its recent versions (what IXFR sends).
+//! The zones in memory: each organization's effective block list as sorted triggers, its serial, and a journal of the differences between its recent versions (what IXFR sends), kept on disk too (`super::journal`) so that IXFR works across restarts.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use super::journal::{self, Digest, OnDisk, Restored};
+pub use super::triggers::{Action, Delta, Entry};
 use crate::export::formats::{next_serial, serial_after};
-
-/// What a trigger does to the name and everything below it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Action {
-    /// Listed: NXDOMAIN (`CNAME .`).
-    Block,
-    /// Allow-listed under a listed name: answered normally (`CNAME rpz-passthru.`).
-    Passthru,
-}
-
-/// One trigger: a name and its action (two records in the zone, the name and `*.name`).
-pub type Entry = (Box<str>, Action);
-
-/// The difference from one version of a zone to the next.
-#[derive(Debug)]
-pub struct Delta {
-    pub from: u32,
-    pub to: u32,
-    pub removed: Vec<Entry>,
-    pub added: Vec<Entry>,
-}
 
 /// A journal reaches back at most this many versions, and holds at most this many changed
 /// triggers in all (or the zone's size, when larger): beyond that a full transfer is as cheap.
@@ -41,6 +22,10 @@ pub struct Zone {
     /// Oldest first; each delta's `to` is the next one's `from`, the last one's the serial.
     journal: VecDeque<Arc<Delta>>,
     journal_entries: usize,
+    /// The triggers' digest (`journal::digest`).
+    digest: Digest,
+    /// What its file holds, if it is current up to some version.
+    on_disk: Option<OnDisk>,
 }
 
 /// What an IXFR from a secondary's serial gets.
@@ -72,6 +57,8 @@ pub struct Zones {
     inner: Mutex<State>,
     /// Where the last serial handed out is kept, so that serials keep growing across restarts.
     serial_file: Option<PathBuf>,
+    /// Where the zones' journals are kept (`None`: in memory only).
+    journal_dir: Option<PathBuf>,
 }
 
 struct State {
@@ -80,6 +67,10 @@ struct State {
     last: u32,
     /// The serial of the round in progress, once one of its zones changed.
     round: Option<u32>,
+    /// The zones as their files left them at start, until the first round has seen them.
+    restored: BTreeMap<i64, Restored>,
+    /// Zones whose files are behind (changed, new) or to be removed (gone).
+    dirty: BTreeSet<i64>,
 }
 
 /// The triggers of an effective block list, sorted, each name once (an exception that is also
@@ -134,19 +125,40 @@ fn diff(old: &[Entry], new: &[Entry]) -> (Vec<Entry>, Vec<Entry>) {
 }
 
 impl Zones {
-    /// No zones yet; serials start above the one kept in `serial_file` and above the clock.
-    pub fn new(serial_file: Option<PathBuf>) -> Zones {
+    /// No zones yet, none kept on disk; serials start above the clock.
+    pub fn in_memory() -> Zones {
+        Zones::with_files(None, None)
+    }
+
+    /// No zones yet; serials start above the one kept in `DATA_DIR/rpz-serial` and above the
+    /// clock, and the journals of `DATA_DIR/rpz-journal/` are taken back by the first round for
+    /// the zones that have not changed since.
+    pub fn in_data_dir(data_dir: &Path) -> Zones {
+        Zones::with_files(
+            Some(data_dir.join("rpz-serial")),
+            Some(data_dir.join("rpz-journal")),
+        )
+    }
+
+    fn with_files(serial_file: Option<PathBuf>, journal_dir: Option<PathBuf>) -> Zones {
         let kept = serial_file
             .as_ref()
             .and_then(|f| std::fs::read_to_string(f).ok())
             .and_then(|t| t.trim().parse::<u32>().ok());
+        let restored = journal_dir
+            .as_deref()
+            .map(journal::load_all)
+            .unwrap_or_default();
         Zones {
             inner: Mutex::new(State {
                 zones: BTreeMap::new(),
                 last: kept.unwrap_or(0),
                 round: None,
+                restored,
+                dirty: BTreeSet::new(),
             }),
             serial_file,
+            journal_dir,
         }
     }
 
@@ -184,8 +196,30 @@ impl Zones {
         if exists && removed.is_empty() && added.is_empty() {
             return Ok(false);
         }
+        let digest = journal::digest(&entries);
+        if !exists {
+            // The version its file left, if the list has not changed since: same serial, same
+            // journal.
+            if let Some(r) = state.restored.remove(&org).filter(|r| r.digest == digest) {
+                let journal_entries = r.journal.iter().map(|d| d.removed.len() + d.added.len());
+                let zone = Zone {
+                    serial: r.serial,
+                    entries: Arc::new(entries),
+                    journal_entries: journal_entries.sum(),
+                    journal: r.journal,
+                    digest,
+                    on_disk: r.on_disk,
+                };
+                if zone.on_disk.is_none() {
+                    state.dirty.insert(org);
+                }
+                state.zones.insert(org, zone);
+                return Ok(true);
+            }
+        }
         let serial = self.round_serial(&mut state)?;
         let entries = Arc::new(entries);
+        state.dirty.insert(org);
         match state.zones.get_mut(&org) {
             Some(zone) => {
                 let size = removed.len() + added.len();
@@ -206,6 +240,7 @@ impl Zones {
                 }
                 zone.serial = serial;
                 zone.entries = entries;
+                zone.digest = digest;
             }
             None => {
                 state.zones.insert(
@@ -215,6 +250,8 @@ impl Zones {
                         entries,
                         journal: VecDeque::new(),
                         journal_entries: 0,
+                        digest,
+                        on_disk: None,
                     },
                 );
             }
@@ -222,14 +259,86 @@ impl Zones {
         Ok(true)
     }
 
-    /// The organization no longer exists: its zone goes.
+    /// The organization no longer exists: its zone goes (its file at the end of the round).
     pub fn remove(&self, org: i64) -> bool {
-        self.state().zones.remove(&org).is_some()
+        let mut state = self.state();
+        state.dirty.insert(org);
+        state.zones.remove(&org).is_some()
     }
 
-    /// The round of changes is over: the next change gets a new serial.
-    pub fn end_round(&self) {
-        self.state().round = None;
+    /// The round of changes is over: the next change gets a new serial, and the files of the
+    /// zones it changed are brought up to date (appended to, written, removed) and synced; after
+    /// the first round, the files of zones that did not come back (or changed while the server
+    /// was down) are rewritten or removed too.
+    pub fn end_round(&self) -> Result<(), String> {
+        let (saves, gone) = {
+            let mut state = self.state();
+            state.round = None;
+            let restored = std::mem::take(&mut state.restored);
+            state.dirty.extend(restored.into_keys());
+            let dirty = std::mem::take(&mut state.dirty);
+            let mut saves = Vec::new();
+            let mut gone = Vec::new();
+            for org in dirty {
+                match state.zones.get(&org) {
+                    Some(z) => saves.push((
+                        org,
+                        journal::Save {
+                            serial: z.serial,
+                            digest: z.digest,
+                            journal: z.journal.iter().cloned().collect(),
+                            on_disk: z.on_disk,
+                            most: OnDisk {
+                                serial: 0,
+                                records: 2 * (JOURNAL_VERSIONS + 1),
+                                entries: 2 * JOURNAL_ENTRIES.max(z.entries.len()),
+                            },
+                        },
+                    )),
+                    None => gone.push(org),
+                }
+            }
+            (saves, gone)
+        };
+        let Some(dir) = &self.journal_dir else {
+            return Ok(());
+        };
+        if saves.is_empty() && gone.is_empty() {
+            return Ok(());
+        }
+        let failed = |e: std::io::Error| format!("{}: {e}", dir.display());
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        let mut failure = None;
+        for (org, save) in saves {
+            match journal::save(dir, org, &save) {
+                Ok(disk) => {
+                    let mut state = self.state();
+                    if let Some(z) = state.zones.get_mut(&org) {
+                        z.on_disk = Some(disk).filter(|d| d.serial == z.serial);
+                    }
+                }
+                Err(e) => {
+                    // Written whole at the next round.
+                    let mut state = self.state();
+                    if let Some(z) = state.zones.get_mut(&org) {
+                        z.on_disk = None;
+                    }
+                    state.dirty.insert(org);
+                    failure.get_or_insert(format!("{}: {e}", journal::path(dir, org).display()));
+                }
+            }
+        }
+        for org in gone {
+            if let Err(e) = crate::export::files::remove(&journal::path(dir, org)) {
+                self.state().dirty.insert(org);
+                failure.get_or_insert(format!("{}: {e}", journal::path(dir, org).display()));
+            }
+        }
+        crate::export::files::sync_dir(dir).map_err(failed)?;
+        match failure {
+            Some(e) => Err(format!("keeping the zones' journals: {e}")),
+            None => Ok(()),
+        }
     }
 
     /// The zone's serial and triggers now.
@@ -262,14 +371,14 @@ mod tests {
 
     #[test]
     fn differences_are_journaled_and_serials_only_grow() {
-        let zones = Zones::new(None);
+        let zones = Zones::in_memory();
         assert!(zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
-        zones.end_round();
+        zones.end_round().unwrap();
         let (s1, _) = zones.snapshot(1).unwrap();
         assert!(!zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
         let next = e(&[("a.test", Action::Passthru), ("b.test", Action::Block)]);
         assert!(zones.update(1, next).unwrap());
-        zones.end_round();
+        zones.end_round().unwrap();
         let (s2, entries) = zones.snapshot(1).unwrap();
         assert!(serial_after(s2, s1));
         assert_eq!(entries.len(), 2);
@@ -298,10 +407,10 @@ mod tests {
         // A serial ahead of the clock (more than a change a second for a while).
         let ahead = u32::try_from(crate::timefmt::now()).unwrap() + 100_000;
         std::fs::write(&file, format!("{ahead}\n")).unwrap();
-        let zones = Zones::new(Some(file.clone()));
+        let zones = Zones::with_files(Some(file.clone()), None);
         zones.update(3, Vec::new()).unwrap();
         assert_eq!(zones.serial(3), Some(ahead + 1));
-        let again = Zones::new(Some(file));
+        let again = Zones::with_files(Some(file), None);
         again.update(3, Vec::new()).unwrap();
         assert_eq!(again.serial(3), Some(ahead + 2));
     }
