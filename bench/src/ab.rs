@@ -4,8 +4,8 @@
 //! and, on PostgreSQL, a plain tokio-postgres loop (ingest). Each binary serves a world of its
 //! own that it made itself (`serve --demo --plain-http`: a fresh data directory, and with
 //! `--database` a fresh database that the binary migrates), so that builds with different
-//! schemas can be compared. Every server runs on the server core, the load generator on the
-//! other.
+//! schemas can be compared; each side's database is vacuumed before each of its windows
+//! (`postgres::vacuum`). Every server runs on the server core, the load generator on the other.
 //!
 //! Workloads (`--only` names them): `single` events (90% naming one of 1,000 listed names, 64
 //! connections, closed loop: the bare server answers them with a 202 and does nothing else),
