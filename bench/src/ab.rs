@@ -4,8 +4,8 @@
 //! and, on PostgreSQL, a plain tokio-postgres loop (ingest). Each binary serves a world of its
 //! own that it made itself (`serve --demo --plain-http`: a fresh data directory, and with
 //! `--database` a fresh database that the binary migrates), so that builds with different
-//! schemas can be compared. Every server runs on the server core, the load generator on the
-//! other.
+//! schemas can be compared; each side's database is vacuumed before each of its windows
+//! (`postgres::vacuum`). Every server runs on the server core, the load generator on the other.
 //!
 //! Workloads (`--only` names them): `single` events (90% naming one of 1,000 listed names, 64
 //! connections, closed loop: the bare server answers them with a 202 and does nothing else),
@@ -70,6 +70,8 @@ struct Side {
     target: Option<Target>,
     /// What its windows' CPU time counts: its server.
     counted: Watched,
+    /// The URL of its database (with --database), vacuumed before each of its windows.
+    database: Option<String>,
 }
 
 /// The first non-empty `customerKey` in a demo credentials file.
@@ -138,6 +140,7 @@ fn start_binary(
         target: Some(Target::plain(server.addr)),
         counted: Watched::of([server.pid()]),
         server: Some(server),
+        database: database.map(str::to_string),
     })
 }
 
@@ -397,6 +400,7 @@ fn compare_in(
         target: Some(Target::plain(bare.addr)),
         counted: Watched::of([bare.pid()]),
         server: Some(bare),
+        database: None,
     }];
     let database = match &opts.database {
         Some(admin) => runtime.block_on(postgres::database_processes(admin))?,
@@ -421,10 +425,11 @@ fn compare_in(
         runtime.block_on(postgres::with_schema(&url))?;
         sides.push(Side {
             name: "tokio-postgres loop (request row + domain rows, one tx a batch)".into(),
-            kind: Kind::Loop { url },
+            kind: Kind::Loop { url: url.clone() },
             server: None,
             target: None,
             counted: Watched::default(),
+            database: Some(url),
         });
     }
     let machine = Watched {
@@ -505,6 +510,11 @@ fn compare_in(
             for k in settle::order(round, taking.len()) {
                 let i = taking[k];
                 let side = &sides[i];
+                if let Some(url) = &side.database {
+                    // Every window starts from the table state a vacuum leaves, not from
+                    // whatever the autovacuum daemon last reached: see `postgres::vacuum`.
+                    runtime.block_on(postgres::vacuum(url))?;
+                }
                 let (s, beside, used) = window(
                     runtime, &machine, &database, side, workload, round, &loads, open_rate,
                 )?;

@@ -93,6 +93,21 @@ pub(crate) async fn database_processes(admin: &str) -> Result<Watched, String> {
     Ok(database)
 }
 
+/// Vacuums the database `url`, unmeasured, before a window of the comparison. The windows
+/// before it leave dead row versions and index entries behind (listed names refreshed by single
+/// events and the mix, rows moved by updates that found no room on their page), and a read of
+/// page 1 visits each of them until a vacuum removes them. Left to the autovacuum daemon, whose
+/// visits fall wherever its schedule puts them, two sides start a window from different states
+/// (page 1 reading three times the buffers on one side as on the other), which the rates then
+/// show as a difference of the builds.
+pub(crate) async fn vacuum(url: &str) -> Result<(), String> {
+    connect(url)
+        .await?
+        .batch_execute("VACUUM")
+        .await
+        .map_err(|e| format!("VACUUM on {}: {e}", redacted(url)))
+}
+
 /// Gives the (new) database `url` the current build's schema, for the plain loops.
 pub(crate) async fn with_schema(url: &str) -> Result<(), String> {
     parasol::store::Store::open_postgres(url, parasol::store::OpenRole::Server)
