@@ -183,7 +183,7 @@ async fn preload(store: &Store, list_domains: u64) -> Result<World, String> {
 }
 
 /// The batch of benchmark events numbered `first..`, one for each name, all listed.
-fn prepared(names: Vec<String>, first: u64) -> PreparedBatch {
+pub fn prepared(names: Vec<String>, first: u64) -> PreparedBatch {
     let bodies: Vec<String> = (first..)
         .zip(&names)
         .map(|(n, name)| event_json(name, n))

@@ -30,9 +30,7 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use crate::data;
 use crate::load::{self, Pace, Req, Source, Target};
 use crate::run::{self, cores, note, pin_current_thread, proc_cpu_secs, ChildProc, Options};
-use parasol::store::{
-    CustomerKey, Ingest, Ingested, OrgFields, Parent, PreparedBatch, PreparedEvent, Store,
-};
+use parasol::store::{CustomerKey, Ingest, Ingested, OrgFields, Parent, Store};
 
 /// Small organizations, and their names each (fewer with `--quick`).
 const ORGS: u64 = 10_000;
@@ -346,23 +344,11 @@ fn prepare(db: &Path, orgs: u64, big: u64) -> Result<World, String> {
         };
         let load = async |key: &str, names: Vec<String>| {
             let key = CustomerKey::parse(key).ok_or("a malformed customer key")?;
-            let bodies: Vec<String> = names
-                .iter()
-                .enumerate()
-                .map(|(n, d)| data::event_json(d, n as u64))
-                .collect();
-            let events = names
-                .into_iter()
-                .map(|domain| PreparedEvent {
-                    domain,
-                    listed: true,
-                })
-                .collect();
             let request = Ingest {
                 key,
                 batch_id: uuid::Uuid::new_v4(),
                 now,
-                batch: PreparedBatch::new(events, format!("[{}]", bodies.join(","))),
+                batch: data::prepared(names, 0),
                 new_domain_budget: None,
             };
             match store.ingest(request).await.map_err(e)? {
