@@ -3,8 +3,8 @@
 use super::ops::ORG_LOCK;
 use super::{Db, Param};
 use crate::store::model::*;
-use crate::store::rules::tenants::{credential_scope, emails_json, owner_table, parent_columns};
-use crate::store::rules::tenants::{scope_columns, Tenants};
+use crate::store::rules::tenants::{credential_scope, owner_table, parent_columns};
+use crate::store::rules::tenants::{org_params, scope_columns, OrgColumns, Tenants};
 use crate::store::rules::Hold;
 use crate::store::Result;
 use crate::timefmt::rfc3339;
@@ -13,45 +13,14 @@ use crate::timefmt::rfc3339;
 /// one step across nodes.
 const DEMO_LOCK: i64 = 0x7061_7261_736f_6c02;
 
-/// An organization's own columns as its row holds them (the e-mail lists as JSON arrays), for
-/// the statements that write the row.
-pub(super) struct OrgColumns<'a> {
-    f: &'a OrgFields,
-    admin_emails: String,
-    ccw_deal_owner_emails: String,
-}
-
-impl<'a> OrgColumns<'a> {
-    pub(super) fn of(f: &'a OrgFields) -> OrgColumns<'a> {
-        OrgColumns {
-            f,
-            admin_emails: emails_json(&f.admin_emails),
-            ccw_deal_owner_emails: emails_json(&f.ccw_deal_owner_emails),
-        }
-    }
-
-    /// The parameters of a statement writing the row, numbered in this order: `head`, then
-    /// name, seats, package_id, street_address, street_address2, city, state, country_code,
-    /// zip_code, deal_id, admin_emails, ccw_deal_owner_emails, then `now`.
-    pub(super) fn params<'p>(&'p self, head: &[Param<'p>], now: &'p i64) -> Vec<Param<'p>> {
-        let f = self.f;
-        let columns: [Param<'p>; 13] = [
-            &f.name,
-            &f.seats,
-            &f.package_id,
-            &f.street_address,
-            &f.street_address2,
-            &f.city,
-            &f.state,
-            &f.country_code,
-            &f.zip_code,
-            &f.deal_id,
-            &self.admin_emails,
-            &self.ccw_deal_owner_emails,
-            now,
-        ];
-        [head, &columns].concat()
-    }
+/// The parameters of a statement writing an organization's row: `head`, then its columns
+/// (`rules::tenants::org_params!`), then `now`.
+pub(super) fn org_params<'p>(
+    c: &'p OrgColumns,
+    head: &[Param<'p>],
+    now: &'p i64,
+) -> Vec<Param<'p>> {
+    org_params!(c, head, now, Param<'p>)
 }
 
 impl Tenants for Db {
@@ -146,7 +115,7 @@ impl Tenants for Db {
                     deal_id, admin_emails, ccw_deal_owner_emails, created_at, modified_at)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $15)
                  RETURNING id",
-                &OrgColumns::of(f).params(&[&sp, &msp], &now),
+                &org_params(&OrgColumns::of(f), &[&sp, &msp], &now),
             )
             .await?
             .get(0))

@@ -301,6 +301,52 @@ pub(crate) fn parent_columns(parent: Parent) -> (Option<i64>, Option<i64>) {
     }
 }
 
+/// An organization's own columns as its row holds them (the e-mail lists as JSON arrays), for
+/// the statements that write the row; each engine makes its parameters with `org_params!`.
+pub(crate) struct OrgColumns<'a> {
+    pub(crate) f: &'a OrgFields,
+    pub(crate) admin_emails: String,
+    pub(crate) ccw_deal_owner_emails: String,
+}
+
+impl<'a> OrgColumns<'a> {
+    pub(crate) fn of(f: &'a OrgFields) -> OrgColumns<'a> {
+        OrgColumns {
+            f,
+            admin_emails: emails_json(&f.admin_emails),
+            ccw_deal_owner_emails: emails_json(&f.ccw_deal_owner_emails),
+        }
+    }
+}
+
+/// The parameters of a statement writing an organization's row (`OrgColumns`), as the engine's
+/// parameter type `$param`, numbered in this order: `$head`, then name, seats, package_id,
+/// street_address, street_address2, city, state, country_code, zip_code, deal_id, admin_emails,
+/// ccw_deal_owner_emails, then `$now`.
+macro_rules! org_params {
+    ($columns:expr, $head:expr, $now:expr, $param:ty) => {{
+        let c = $columns;
+        let f = c.f;
+        let columns: [$param; 13] = [
+            &f.name,
+            &f.seats,
+            &f.package_id,
+            &f.street_address,
+            &f.street_address2,
+            &f.city,
+            &f.state,
+            &f.country_code,
+            &f.zip_code,
+            &f.deal_id,
+            &c.admin_emails,
+            &c.ccw_deal_owner_emails,
+            $now,
+        ];
+        [$head, &columns[..]].concat()
+    }};
+}
+pub(crate) use org_params;
+
 /// A list of e-mail addresses as its column holds it (a JSON array).
 pub(crate) fn emails_json(emails: &[String]) -> String {
     serde_json::to_string(emails).unwrap_or_else(|_| "[]".into())

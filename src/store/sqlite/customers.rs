@@ -2,10 +2,11 @@
 
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
-use super::tenants::OrgColumns;
+use super::tenants::org_params;
 use crate::store::model::*;
 use crate::store::rules::customers::Customers;
 use crate::store::rules::tenants::emails;
+use crate::store::rules::tenants::OrgColumns;
 use crate::store::rules::{One, Rows};
 use crate::store::Result;
 use crate::timefmt::rfc3339;
@@ -104,7 +105,7 @@ impl Customers for Connection {
                 country_code = ?9, zip_code = ?10, deal_id = ?11, admin_emails = ?12,
                 ccw_deal_owner_emails = ?13, modified_at = ?14
              WHERE id = ?1",
-            OrgColumns::of(f).params(&[&id], &now).as_slice(),
+            org_params(&OrgColumns::of(f), &[&id], &now).as_slice(),
         )?;
         Ok(())
     }
