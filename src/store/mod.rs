@@ -262,6 +262,15 @@ impl Store {
     }
 }
 
+/// A database's schema version `found` against `supported`, this build's: whether it must be
+/// upgraded (`false`: it is current). A newer one is refused: this build cannot know its data.
+fn behind(found: i64, supported: i64) -> Result<bool> {
+    if found > supported {
+        return Err(StoreError::NewerSchema { found, supported });
+    }
+    Ok(found < supported)
+}
+
 #[cfg(test)]
 mod tests {
     /// Only the store speaks to a database: no file under `src/` outside `src/store/` names a

@@ -35,13 +35,7 @@ const MIGRATION_LOCK: i64 = 0x7061_7261_736f_6c01;
 pub(crate) async fn migrate(db: &Db, create: bool, url: &str) -> Result<()> {
     // Fast path, no lock: a current database.
     if let Some(found) = version(db).await? {
-        if found > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema {
-                found,
-                supported: SCHEMA_VERSION,
-            });
-        }
-        if found == SCHEMA_VERSION {
+        if !crate::store::behind(found, SCHEMA_VERSION)? {
             return Ok(());
         }
     } else if !create {
@@ -72,13 +66,8 @@ async fn migrate_locked(db: &Db) -> Result<()> {
             .await?;
             log::info!("database created with schema version {SCHEMA_VERSION}");
         }
-        Some(found) if found > SCHEMA_VERSION => {
-            return Err(StoreError::NewerSchema {
-                found,
-                supported: SCHEMA_VERSION,
-            })
-        }
         Some(found) => {
+            crate::store::behind(found, SCHEMA_VERSION)?;
             for (i, sql) in UPGRADES
                 .iter()
                 .enumerate()

@@ -4,7 +4,7 @@
 
 use rusqlite::Connection;
 
-use crate::store::{Result, StoreError};
+use crate::store::Result;
 
 /// The current schema, for a new database.
 const SCHEMA: &str = include_str!("../../../schema.sql");
@@ -24,13 +24,7 @@ pub const SCHEMA_VERSION: i64 = UPGRADES.len() as i64 + 1;
 /// Applies the missing migrations in one transaction; refuses a database from a newer binary.
 pub fn migrate(conn: &mut Connection) -> Result<()> {
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    if found > SCHEMA_VERSION {
-        return Err(StoreError::NewerSchema {
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
-    if found == SCHEMA_VERSION {
+    if !crate::store::behind(found, SCHEMA_VERSION)? {
         return Ok(());
     }
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
@@ -64,6 +58,7 @@ pub(crate) fn memory_db() -> Connection {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::StoreError;
 
     #[test]
     fn fresh_database_reaches_current_version_and_is_idempotent() {
