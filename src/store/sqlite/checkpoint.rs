@@ -321,15 +321,22 @@ fn probe(conn: &Connection, state: &CheckpointShared, writer: &Shared) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testdir::TempDir;
+
+    /// A new database in `dir` with a table `s` of one row, and a connection to it.
+    fn database(dir: &TempDir, wait: Wait) -> (std::path::PathBuf, Connection) {
+        let path = dir.join("parasol.db");
+        super::super::conn::prepare_files(&path, true).unwrap();
+        let c = open_connection(&path, wait).unwrap();
+        c.execute_batch("CREATE TABLE s (x); INSERT INTO s VALUES (1);")
+            .unwrap();
+        (path, c)
+    }
 
     #[test]
     fn the_database_file_is_synced_through_sqlites_own_handle() {
-        let dir = crate::testdir::TempDir::new("checkpoint");
-        let path = dir.join("parasol.db");
-        super::super::conn::prepare_files(&path, true).unwrap();
-        let c = open_connection(&path, Wait::Long).unwrap();
-        c.execute_batch("CREATE TABLE s (x); INSERT INTO s VALUES (1);")
-            .unwrap();
+        let dir = TempDir::new("checkpoint");
+        let (_, c) = database(&dir, Wait::Long);
         assert_eq!(sync_database_file(&c), Ok(()));
     }
 
@@ -341,12 +348,9 @@ mod tests {
 
     #[test]
     fn a_checkpoint_counts_the_wals_frames_and_truncate_empties_it() {
-        let dir = crate::testdir::TempDir::new("checkpoint-modes");
-        let path = dir.join("parasol.db");
-        super::super::conn::prepare_files(&path, true).unwrap();
-        let c = open_connection(&path, Wait::Long).unwrap();
-        c.execute_batch("CREATE TABLE s (x); INSERT INTO s VALUES (1); INSERT INTO s VALUES (2);")
-            .unwrap();
+        let dir = TempDir::new("checkpoint-modes");
+        let (path, c) = database(&dir, Wait::Long);
+        c.execute_batch("INSERT INTO s VALUES (2);").unwrap();
         let page: u64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
         let held = wal_frames(&path, page);
         assert!(held > 0);
@@ -359,12 +363,8 @@ mod tests {
 
     #[test]
     fn a_checkpoint_held_back_by_a_reader_is_not_an_error() {
-        let dir = crate::testdir::TempDir::new("checkpoint-busy");
-        let path = dir.join("parasol.db");
-        super::super::conn::prepare_files(&path, true).unwrap();
-        let c = open_connection(&path, Wait::Never).unwrap();
-        c.execute_batch("CREATE TABLE s (x); INSERT INTO s VALUES (1);")
-            .unwrap();
+        let dir = TempDir::new("checkpoint-busy");
+        let (path, c) = database(&dir, Wait::Never);
         // A reader's snapshot of the WAL, then a commit it does not see: the restart cannot
         // finish while the reader holds its snapshot, and says so with SQLITE_BUSY.
         let reader = open_connection(&path, Wait::Never).unwrap();
