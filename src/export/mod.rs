@@ -1032,6 +1032,64 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// A held list is followed by what was read after it only when the list's length and id
+    /// sum are what the held entries and the new ones make, and the allow list is the same.
+    #[test]
+    fn a_held_list_is_followed_only_when_the_rest_is_unchanged() {
+        let held = Held {
+            cursor: Some(ListCursor {
+                position: 3,
+                id: 30,
+            }),
+            count: 3,
+            id_sum: 60,
+            allowed: vec!["ok.example".into()],
+            blocked: Arc::default(),
+            exceptions: Arc::default(),
+        };
+        let read = |count: i64, id_sum: i64, names: &[(&str, i64)], allowed: &[&str]| ListRead {
+            whole: false,
+            names: names.iter().map(|n| n.0.to_string()).collect(),
+            names_id_sum: names.iter().map(|n| n.1).sum(),
+            count,
+            id_sum,
+            last: None,
+            allowed: allowed.iter().map(|a| a.to_string()).collect(),
+            exceptions: Vec::new(),
+        };
+        let ok = ["ok.example"];
+        assert!(held.follows(&read(3, 60, &[], &ok)));
+        assert!(held.follows(&read(4, 101, &[("new.example", 41)], &ok)));
+        // One removed, one listed: as many entries, not the same ids.
+        assert!(!held.follows(&read(3, 51, &[("new.example", 41)], &ok)));
+        // One committed behind the cursor (another node), one removed: the ids tell.
+        assert!(!held.follows(&read(3, 55, &[], &ok)));
+        assert!(!held.follows(&read(4, 101, &[("new.example", 41)], &[])));
+        let mut whole = read(3, 60, &[], &ok);
+        whole.whole = true;
+        assert!(!held.follows(&whole));
+    }
+
+    /// The triggers of names listed at the end and of exceptions that came and went.
+    #[test]
+    fn appended_names_and_changed_exceptions_make_the_zones_change() {
+        use crate::rpz::zone::Action;
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let (removed, added) = appended_triggers(
+            &s(&["new.example"]),
+            &s(&["a.x.example", "b.x.example"]),
+            &s(&["b.x.example", "c.x.example"]),
+        );
+        assert_eq!(removed, vec![(Box::from("a.x.example"), Action::Passthru)]);
+        assert_eq!(
+            added,
+            vec![
+                (Box::from("c.x.example"), Action::Passthru),
+                (Box::from("new.example"), Action::Block)
+            ]
+        );
+    }
+
     /// A pace as the exporter's first round, which took `took`, leaves it at `t0`.
     fn after_first_round(t0: Instant, took: Duration) -> Pace {
         after_first_round_on(t0, took, false)

@@ -464,6 +464,51 @@ mod tests {
         assert!(zones.snapshot(1).is_none());
     }
 
+    /// Merging a change gives the zone a whole new list would: the same triggers, the same
+    /// journaled difference.
+    #[test]
+    fn a_change_merged_is_the_same_as_the_list_compared_whole() {
+        let before = e(&[
+            ("a.test", Action::Block),
+            ("b.test", Action::Passthru),
+            ("d.test", Action::Block),
+        ]);
+        let after = e(&[
+            ("0.test", Action::Block),
+            ("a.test", Action::Block),
+            ("c.test", Action::Block),
+            ("d.test", Action::Passthru),
+            ("z.test", Action::Block),
+        ]);
+        let (removed, added) = diff(&before, &after);
+        assert_eq!(merge(&before, &removed, &added), after);
+        let (merged, whole) = (Zones::in_memory(), Zones::in_memory());
+        for z in [&merged, &whole] {
+            z.update(1, before.clone()).unwrap();
+            z.end_round().unwrap();
+        }
+        let s1 = merged.serial(1).unwrap();
+        // Unsorted, as the exporter hands them over.
+        let (mut r, mut a) = (removed.clone(), added.clone());
+        r.reverse();
+        a.reverse();
+        assert!(merged.apply(1, r, a).unwrap());
+        assert!(whole.update(1, after.clone()).unwrap());
+        assert!(!merged.apply(1, Vec::new(), Vec::new()).unwrap());
+        assert!(!merged.apply(2, Vec::new(), added.clone()).unwrap());
+        let (m, w) = (merged.state(), whole.state());
+        let (m, w) = (&m.zones[&1], &w.zones[&1]);
+        assert_eq!(*m.entries, after);
+        assert_eq!(m.digest, w.digest);
+        let (Transfer::Deltas(dm), Transfer::Deltas(dw)) = (m.since(s1), w.since(s1)) else {
+            panic!("no deltas")
+        };
+        assert_eq!(
+            (&dm[0].removed, &dm[0].added),
+            (&dw[0].removed, &dw[0].added)
+        );
+    }
+
     #[test]
     fn the_serial_is_kept_across_restarts() {
         let dir = crate::testdir::TempDir::new("rpz-serial");
