@@ -11,6 +11,13 @@
 //!   the database changed at all: `Store::version` is a few microseconds), so any number of
 //!   changes in between cost one rewrite: a million-domain ingest rewrites the files a few times
 //!   a second at most, not a million times.
+//! - A round works on the change, not the whole list: the exporter holds each organization's
+//!   effective list as last written (`Held`) and asks the store only for what was listed after
+//!   its end (`Store::block_list_since`), with the list's length and id sum, which tell whether
+//!   anything else changed (a removal, an entry another node committed behind it); the allow list
+//!   comes along to be compared. Names only added: appended to the held list, their triggers
+//!   merged into the zone (`Zones::apply`), the files written from memory. Anything else: the
+//!   whole list is read again, as at start.
 //! - A round waits while the server is taking writes (commits, large request bodies in flight),
 //!   for as long as the change can still reach the files within `FRESH` (`Pace`): a burst of
 //!   batches is not slowed by a rewrite in its middle, and writes that never pause still see
