@@ -325,7 +325,7 @@ fn a_deleted_organizations_events_are_purged_and_the_counts_follow_the_lists() {
 /// organization.
 #[test]
 fn the_list_is_read_after_a_cursor_with_what_shows_the_rest_unchanged() {
-    on_each_engine("list-since", |s| async move {
+    on_each_engine("list_since", |s| async move {
         let a = organization(&s, "a").await;
         let whole = s.block_list_since(a.id, None).await.unwrap();
         assert!(whole.whole && whole.names.is_empty() && whole.last.is_none());
