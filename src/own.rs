@@ -26,7 +26,7 @@ pub const DOMAIN_COUNT_ORGANIZATIONS: i64 = 10_000;
 pub async fn handle(state: &AppState, ep: OwnEndpoint) -> Response<Body> {
     match ep {
         OwnEndpoint::Healthz => json(StatusCode::OK, &serde_json::json!({"status": "ok"})),
-        OwnEndpoint::Readyz => readiness(&state.store.health()),
+        OwnEndpoint::Readyz => readiness(&state.store.health(), state.store.is_shared()),
         OwnEndpoint::Metrics => text(
             "text/plain; version=0.0.4; charset=utf-8",
             metrics(state).await,
@@ -45,8 +45,9 @@ fn text(content_type: &'static str, body: String) -> Response<Body> {
 /// `/readyz`: 200 while the store takes writes; 503 with the fault's kind as the reason (and
 /// `Retry-After`) while it does not: the disk is full, the device fails, or the writer is down.
 /// Reads only what the store keeps in memory: no I/O, so a load balancer may ask often. The
-/// engine's own words about the fault go to the log, not to this unauthenticated answer.
-fn readiness(health: &crate::store::StorageHealth) -> Response<Body> {
+/// engine's own words about the fault go to the log, not to this unauthenticated answer; the
+/// message is worded for the engine (`shared`: PostgreSQL), whose faults of a kind differ.
+fn readiness(health: &crate::store::StorageHealth, shared: bool) -> Response<Body> {
     if health.writable {
         return json(StatusCode::OK, &serde_json::json!({"status": "ready"}));
     }
@@ -57,6 +58,11 @@ fn readiness(health: &crate::store::StorageHealth) -> Response<Body> {
     let message = match reason {
         "disk_full" => "The storage is full: writes are refused until space is freed",
         "io_error" => "The storage failed a read, write or sync: writes are refused",
+        // PostgreSQL: a statement cancelled or a commit not confirmed in time (most often one
+        // waiting for its synchronous standby), a deadlock, too many connections.
+        "busy" if shared => {
+            "The database did not complete a write in time (a commit may be waiting for its synchronous standby, or the server is overloaded): writes are refused"
+        }
         "busy" => "The database stayed locked by another process: writes are refused",
         "read_only" => "The database cannot be written: writes are refused",
         "writer_down" => "The database writer is not running: writes are refused",
@@ -378,18 +384,24 @@ mod tests {
     #[tokio::test]
     async fn readiness_follows_the_storage() {
         use http_body_util::BodyExt;
-        let ready = readiness(&StorageHealth {
-            writable: true,
-            last_fault: Some(("disk_full".into(), "earlier".into())),
-            faults: 1,
-        });
+        let ready = readiness(
+            &StorageHealth {
+                writable: true,
+                last_fault: Some(("disk_full".into(), "earlier".into())),
+                faults: 1,
+            },
+            false,
+        );
         assert_eq!(ready.status(), 200);
         for (kind, words) in [("disk_full", "full"), ("writer_down", "writer")] {
-            let r = readiness(&StorageHealth {
-                writable: false,
-                last_fault: Some((kind.into(), "/secret/path: details".into())),
-                faults: 2,
-            });
+            let r = readiness(
+                &StorageHealth {
+                    writable: false,
+                    last_fault: Some((kind.into(), "/secret/path: details".into())),
+                    faults: 2,
+                },
+                false,
+            );
             assert_eq!(r.status(), 503);
             assert!(r.headers().contains_key(RETRY_AFTER));
             let body = r.into_body().collect().await.unwrap().to_bytes();

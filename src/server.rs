@@ -323,15 +323,31 @@ async fn timer_sentinel() {
 /// deleted (`store::purge`).
 const PURGE_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// The longest pause between two attempts while the purge keeps failing (the pause doubles from
+/// `PURGE_POLL` after each failure).
+const PURGE_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Deletes deleted organizations' stored requests in the background, one range after another
 /// (the other writes queue between them) until none are left, then looks again every
-/// `PURGE_POLL`.
+/// `PURGE_POLL`. While it fails (the database restarting or failing over) it logs once when it
+/// starts failing and once when it works again, and waits longer after each failure.
 async fn purge_events(store: Store) {
     // The organization being purged and its rows deleted so far, for the log. (The steps take the
     // lowest pending organization id: one deleted meanwhile may come first.)
     let mut current = (0, 0);
+    // The failures in a row, and the pause before the next attempt.
+    let mut failures = 0u32;
+    let mut pause = PURGE_POLL;
     loop {
-        match store.purge_step().await {
+        let step = store.purge_step().await;
+        if failures > 0 && step.is_ok() {
+            log::warn!(
+                "deleting deleted organizations' stored requests works again (after {failures} failed attempts)"
+            );
+            failures = 0;
+            pause = PURGE_POLL;
+        }
+        match step {
             Ok(Some(step)) => {
                 if current.0 != step.organization_id {
                     current = (step.organization_id, 0);
@@ -349,9 +365,23 @@ async fn purge_events(store: Store) {
             }
             Ok(None) => {}
             Err(StoreError::Closed) => return,
-            Err(e) => log::error!("deleting a deleted organization's stored requests: {e}"),
+            Err(e) => {
+                if failures == 0 {
+                    let what = "deleting a deleted organization's stored requests";
+                    if e.is_unavailable() {
+                        log::warn!("{what}: {e}; trying again, with longer pauses, until it works");
+                    } else {
+                        log::error!(
+                            "{what}: {e}; trying again, with longer pauses, until it works"
+                        );
+                    }
+                } else {
+                    pause = (pause * 2).min(PURGE_BACKOFF_MAX);
+                }
+                failures += 1;
+            }
         }
-        tokio::time::sleep(PURGE_POLL).await;
+        tokio::time::sleep(pause).await;
     }
 }
 

@@ -401,3 +401,86 @@ async fn a_database_refusing_connections_is_503_with_retry_after_never_500() {
     assert_eq!(names, ["before.example", "after.example"]);
     s.stop().await;
 }
+
+/// Defect: `/readyz` said "locked by another process" (SQLite's words for its busy fault) on
+/// PostgreSQL while commits waited for a synchronous standby that was not there. Its 503 now
+/// says what PostgreSQL is doing, and it answers 200 again once commits are confirmed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readiness_names_a_commit_waiting_for_its_synchronous_standby() {
+    if skipped() {
+        return;
+    }
+    let pg = Cluster::start("primary").unwrap();
+    let s = server_on(pg.url()).await;
+    assert_eq!(s.get("/readyz").await.status, 200);
+    standby_required_but_away(&pg).await;
+    let r = readyz_within(&s, 503, "/readyz to answer 503 with commits waiting").await;
+    assert!(r.header("retry-after").is_some());
+    let v = r.json();
+    assert_eq!(v["reason"], "busy", "{v}");
+    let message = v["message"].as_str().unwrap();
+    assert!(message.contains("synchronous standby"), "{v}");
+    assert!(!message.contains("locked by another process"), "{v}");
+    pg.synchronous_standbys("");
+    readyz_within(&s, 200, "/readyz to answer 200 with no standby required").await;
+    s.stop().await;
+}
+
+/// The lines of `server`'s log that contain `needle`.
+fn log_lines(server: &ChildServer, needle: &str) -> Vec<String> {
+    server
+        .stderr_lines
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|l| l.contains(needle))
+        .cloned()
+        .collect()
+}
+
+/// The node's storage faults so far (`parasol_store_faults_total`).
+async fn faults_seen(server: &ChildServer) -> u64 {
+    let metrics = server.get("/metrics").await.text();
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("parasol_store_faults_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("parasol_store_faults_total in /metrics")
+}
+
+/// Defect: while the database was away (a failover, a restart) the background purge of deleted
+/// organizations' stored requests logged an ERROR every second. It now logs one warning when it
+/// starts failing and one when it works again. The database stays away for several of the
+/// node's probes (each failed probe counts a storage fault): the purge, which tried every
+/// second before, has failed again meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_background_job_logs_an_unavailable_database_once_and_its_return_once() {
+    if skipped() {
+        return;
+    }
+    let pg = Cluster::start("primary").unwrap();
+    let dir = TempDir::new();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_parasol"));
+    command
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--plain-http", "--database"])
+        .arg(pg.url())
+        .arg("--data-dir")
+        .arg(dir.path());
+    let s = ChildServer::spawn_command(command, dir.path());
+    let purge = "deleted organization";
+    pg.stop("fast");
+    s.wait_for_log("deleting a deleted organization's stored requests");
+    let before = faults_seen(&s).await;
+    wait_for("five more failed probes of the stopped database", || {
+        (run(faults_seen(&s)) >= before + 5).then_some(())
+    })
+    .await;
+    pg.start_again();
+    s.wait_for_log("stored requests works again");
+    let lines = log_lines(&s, purge);
+    assert_eq!(lines.len(), 2, "one line failing, one back: {lines:#?}");
+    assert!(lines.iter().all(|l| l.contains("WARN")), "{lines:#?}");
+    assert!(lines[0].contains("storage unavailable"), "{lines:#?}");
+    assert_eq!(s.stop().code(), Some(0));
+}

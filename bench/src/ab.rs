@@ -45,6 +45,8 @@ pub struct AbOptions {
     pub serve_args: Vec<String>,
     /// PostgreSQL: a URL whose role may create databases; each binary gets one of its own.
     pub database: Option<String>,
+    /// Settings of single binaries' databases: `I:NAME=VALUE` (`postgres::Databases::set`).
+    pub database_set: Vec<String>,
 }
 
 /// What a side of the comparison is.
@@ -407,18 +409,34 @@ fn compare_in(
         None => Watched::default(),
     };
     for (i, bin) in opts.binaries.iter().enumerate() {
+        let settings: Vec<&str> = opts
+            .database_set
+            .iter()
+            .filter_map(|s| s.strip_prefix(&format!("{i}:")))
+            .collect();
         let url = match &opts.database {
-            Some(_) => Some(runtime.block_on(dbs.create(&format!("ab_{tag}_{i}")))?),
+            Some(_) => {
+                let name = format!("ab_{tag}_{i}");
+                let url = runtime.block_on(dbs.create(&name))?;
+                for setting in &settings {
+                    runtime.block_on(dbs.set(&name, setting))?;
+                }
+                Some(url)
+            }
             None => None,
         };
         note(format!("starting {}", bin.display()));
-        sides.push(start_binary(
+        let mut side = start_binary(
             bin,
             &dir.join(format!("server-{i}")),
             url.as_deref(),
             cpu,
             &opts.serve_args,
-        )?);
+        )?;
+        if !settings.is_empty() {
+            side.name = format!("{} (database {})", side.name, settings.join(", "));
+        }
+        sides.push(side);
     }
     if opts.database.is_some() {
         let url = runtime.block_on(dbs.create(&format!("ab_{tag}_loop")))?;

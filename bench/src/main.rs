@@ -151,6 +151,12 @@ pub struct BenchArgs {
     /// database of its own and ingest also against a plain tokio-postgres loop
     #[argh(option)]
     pub compare_binaries: Option<String>,
+    /// with --compare-binaries and --database: a setting for one binary's database,
+    /// I:NAME=VALUE (I counting the binaries from 0; ALTER DATABASE ... SET NAME = VALUE), e.g.
+    /// 1:synchronous_commit=local to compare commits that wait for a synchronous standby with
+    /// commits that do not, the same build twice (repeat for several)
+    #[argh(option)]
+    pub database_set: Vec<String>,
     /// internal: run only the bare plain-HTTP server of --compare-binaries
     #[argh(switch)]
     pub serve_bare: bool,
@@ -198,6 +204,7 @@ fn run_args(args: BenchArgs) -> i32 {
                 .map(|o| o.split(',').map(|w| w.trim().to_string()).collect()),
             serve_args: args.serve_arg.clone(),
             database: args.database.clone(),
+            database_set: args.database_set.clone(),
         };
         let dir = std::env::temp_dir().join(format!("parasol-ab-{}", uuid::Uuid::new_v4()));
         let result = ab::compare(&opts, &dir);

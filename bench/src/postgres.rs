@@ -59,6 +59,20 @@ impl Databases {
         Ok(with_database(&self.admin, name))
     }
 
+    /// `ALTER DATABASE name SET` the setting `NAME=VALUE`, for the sessions opened after it.
+    pub(crate) async fn set(&self, name: &str, setting: &str) -> Result<(), String> {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| format!("--database-set {setting:?}: expected I:NAME=VALUE"))?;
+        let sql = format!("ALTER DATABASE {name} SET {key} = '{value}'");
+        let c = connect(&self.admin).await?;
+        c.batch_execute(&sql)
+            .await
+            .map_err(|e| format!("{sql}: {e}"))?;
+        note(&sql);
+        Ok(())
+    }
+
     pub(crate) async fn drop_all(&self) {
         if let Ok(c) = connect(&self.admin).await {
             for n in &self.names {
