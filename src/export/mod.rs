@@ -166,6 +166,7 @@ async fn run(
         lists: HashMap::new(),
         known: BTreeSet::new(),
         pending: BTreeSet::new(),
+        reviewing: BTreeSet::new(),
         version: None,
         first: true,
     };
@@ -364,6 +365,9 @@ struct Rounds {
     known: BTreeSet<i64>,
     /// Organizations whose files are still to be written (or removed): a failed round's.
     pending: BTreeSet<i64>,
+    /// Organizations of this round whose lists are read whole again for `REVIEW` alone, with
+    /// no change recorded.
+    reviewing: BTreeSet<i64>,
     /// `Store::version` when the changes were last taken.
     version: Option<i64>,
     /// The next round is the first: every organization's files are written and stray files
@@ -395,7 +399,12 @@ impl Rounds {
             .map_err(store_failure)?;
         self.version = version;
         self.pending.extend(changed);
-        self.pending.extend(reviewed);
+        // Read whole again for `REVIEW` alone: rewritten only if found changed.
+        self.reviewing = reviewed
+            .into_iter()
+            .filter(|org| !self.pending.contains(org))
+            .collect();
+        self.pending.extend(self.reviewing.iter().copied());
         let orgs: BTreeSet<i64> = self
             .store
             .list_organizations()
@@ -564,12 +573,14 @@ impl Rounds {
     }
 
     /// Brings the organization's files and zone to the list `change` leads to; whether it wrote
-    /// anything (a list read whole again for `REVIEW` and found as held is not written).
+    /// anything (a list read whole again for `REVIEW` alone and found as held is not written;
+    /// any recorded change rewrites the files, so that a resolver sees a new serial).
     async fn write(&mut self, org: i64, change: Change) -> Result<bool, String> {
         let mut held = match change {
             Change::Whole(held) => {
                 let before = self.lists.remove(&org);
                 if self.writer.is_some()
+                    && self.reviewing.contains(&org)
                     && before.is_some_and(|b| {
                         b.blocked == held.blocked && b.exceptions == held.exceptions
                     })
