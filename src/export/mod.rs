@@ -13,11 +13,17 @@
 //!   a second at most, not a million times.
 //! - A round works on the change, not the whole list: the exporter holds each organization's
 //!   effective list as last written (`Held`) and asks the store only for what was listed after
-//!   its end (`Store::block_list_since`), with the list's length and id sum, which tell whether
+//!   its end (`Store::block_list_since`), with the list's length and check, which tell whether
 //!   anything else changed (a removal, an entry another node committed behind it); the allow list
 //!   comes along to be compared. Names only added: appended to the held list, their triggers
 //!   merged into the zone (`Zones::apply`), the files written from memory. Anything else: the
 //!   whole list is read again, as at start.
+//! - The check is a sum of a non-linear function of each id (`crate::store::entry_check`), so
+//!   that names committed late behind the cursor while others are removed do not pass for an
+//!   unchanged list by coincidence of their ids. As a safety net all the same, every held list
+//!   is read whole again at least every `REVIEW` (at most `REVIEW_BATCH` of them a round, the
+//!   longest unread first), and its files and zone rewritten only if they differ: no divergence,
+//!   whatever its cause, outlasts `REVIEW`.
 //! - A round waits while the server is taking writes (commits, large request bodies in flight),
 //!   for as long as the change can still reach the files within `FRESH` (`Pace`): a burst of
 //!   batches is not slowed by a rewrite in its middle, and writes that never pause still see
@@ -160,6 +166,7 @@ async fn run(
         lists: HashMap::new(),
         known: BTreeSet::new(),
         pending: BTreeSet::new(),
+        reviewing: BTreeSet::new(),
         version: None,
         first: true,
     };
@@ -179,6 +186,9 @@ async fn run(
         let now = Instant::now();
         let store = &rounds.store;
         pace.observe(now, busy(), store.commit_count(), store.version());
+        if rounds.review_due(now) {
+            pace.review(now);
+        }
         if !rounds.first && !pace.due(now) {
             continue;
         }
@@ -216,6 +226,14 @@ async fn run(
         p.stop();
     }
 }
+
+/// How long a held list is followed by its changes before it is read whole again (see the
+/// module's comment).
+const REVIEW: Duration = Duration::from_secs(600);
+/// At most this many held lists are read whole again for `REVIEW` in a round: after the first
+/// round, every list comes due at once, and a round of them all would take as long as the
+/// first.
+const REVIEW_BATCH: usize = 64;
 
 /// When the exporter looks at the store's counters (both are read from memory).
 const TICK: Duration = Duration::from_millis(25);
@@ -318,6 +336,11 @@ impl Pace {
         self.next = now + INTERVAL.max(took * BUSY_SHARE);
     }
 
+    /// Held lists are due to be read whole again (`REVIEW`): a round is due as for a change.
+    fn review(&mut self, now: Instant) {
+        self.since.get_or_insert(now);
+    }
+
     /// The changes the failed round took are still to be written (the round keeps them), in
     /// `RETRY`.
     fn round_failed(&mut self, now: Instant) {
@@ -342,6 +365,9 @@ struct Rounds {
     known: BTreeSet<i64>,
     /// Organizations whose files are still to be written (or removed): a failed round's.
     pending: BTreeSet<i64>,
+    /// Organizations of this round whose lists are read whole again for `REVIEW` alone, with
+    /// no change recorded.
+    reviewing: BTreeSet<i64>,
     /// `Store::version` when the changes were last taken.
     version: Option<i64>,
     /// The next round is the first: every organization's files are written and stray files
@@ -355,7 +381,13 @@ impl Rounds {
     /// were written or removed.
     async fn round(&mut self) -> Result<usize, String> {
         let version = self.store.version();
-        if !self.first && self.pending.is_empty() && version.is_some() && version == self.version {
+        let reviewed = reviews(&self.lists, Instant::now(), REVIEW);
+        if !self.first
+            && self.pending.is_empty()
+            && reviewed.is_empty()
+            && version.is_some()
+            && version == self.version
+        {
             return Ok(0);
         }
         // The version is read before the changes are taken: whatever commits after this point
@@ -367,6 +399,12 @@ impl Rounds {
             .map_err(store_failure)?;
         self.version = version;
         self.pending.extend(changed);
+        // Read whole again for `REVIEW` alone: rewritten only if found changed.
+        self.reviewing = reviewed
+            .into_iter()
+            .filter(|org| !self.pending.contains(org))
+            .collect();
+        self.pending.extend(self.reviewing.iter().copied());
         let orgs: BTreeSet<i64> = self
             .store
             .list_organizations()
@@ -389,14 +427,15 @@ impl Rounds {
             let result = if orgs.contains(&org) {
                 match self.read(org).await {
                     Ok(change) => self.write(org, change).await,
-                    Err(StoreError::NotFound) => self.remove(org).await,
+                    Err(StoreError::NotFound) => self.remove(org).await.map(|()| true),
                     Err(e) => Err(store_failure(e)),
                 }
             } else {
-                self.remove(org).await
+                self.remove(org).await.map(|()| true)
             };
             match result {
-                Ok(()) => done += 1,
+                Ok(true) => done += 1,
+                Ok(false) => {}
                 Err(e) => {
                     self.pending.insert(org);
                     failure.get_or_insert(format!("organization {org}: {e}"));
@@ -438,7 +477,9 @@ struct Held {
     /// The list's last entry read, and the list's length and sum of ids then (see `ListRead`).
     cursor: Option<ListCursor>,
     count: i64,
-    id_sum: i64,
+    check: i64,
+    /// When the whole list was last read (see `REVIEW`).
+    read_whole: Instant,
     /// The allow list it was read with.
     allowed: Vec<String>,
     /// Listed names the allow list does not cover, in list order; the exceptions, sorted.
@@ -450,13 +491,27 @@ impl Held {
     /// Whether `read` (after this list's cursor) holds everything listed since: the list has as
     /// many entries with as many ids as this holds and `read` brings, and the allow list is the
     /// same. Anything else (a name removed, an entry committed behind the cursor by another
-    /// node, an allow-list edit) needs the whole list.
-    fn follows(&self, read: &ListRead) -> bool {
-        !read.whole
+    /// node, an allow-list edit) needs the whole list, and so does a list last read whole
+    /// `review` ago or longer.
+    fn follows(&self, read: &ListRead, now: Instant, review: Duration) -> bool {
+        now.saturating_duration_since(self.read_whole) < review
+            && !read.whole
             && read.count == self.count + read.names.len() as i64
-            && read.id_sum == self.id_sum.wrapping_add(read.names_id_sum)
+            && read.check == self.check.wrapping_add(read.names_check)
             && read.allowed == self.allowed
     }
+}
+
+/// The organizations whose lists were last read whole `review` ago or longer, the longest ago
+/// first, at most `REVIEW_BATCH`.
+fn reviews(lists: &HashMap<i64, Held>, now: Instant, review: Duration) -> Vec<i64> {
+    let mut due: Vec<(Instant, i64)> = lists
+        .iter()
+        .filter(|(_, h)| now.saturating_duration_since(h.read_whole) >= review)
+        .map(|(org, h)| (h.read_whole, *org))
+        .collect();
+    due.sort_unstable();
+    due.into_iter().take(REVIEW_BATCH).map(|d| d.1).collect()
 }
 
 /// How a round changes an organization's list.
@@ -490,7 +545,7 @@ impl Rounds {
     async fn read(&self, org: i64) -> Result<Change, StoreError> {
         if let Some(held) = self.lists.get(&org) {
             let read = self.store.block_list_since(org, held.cursor).await?;
-            if held.follows(&read) {
+            if held.follows(&read, Instant::now(), REVIEW) {
                 let blocked = not_covered(read.names, &read.allowed);
                 let exceptions = read.exceptions.clone();
                 let read = ListRead {
@@ -504,22 +559,36 @@ impl Rounds {
                 });
             }
         }
+        let read_whole = Instant::now();
         let read = self.store.block_list_since(org, None).await?;
         Ok(Change::Whole(Held {
+            read_whole,
             cursor: read.last,
             count: read.count,
-            id_sum: read.id_sum,
+            check: read.check,
             blocked: Arc::new(not_covered(read.names, &read.allowed)),
             exceptions: Arc::new(read.exceptions),
             allowed: read.allowed,
         }))
     }
 
-    /// Brings the organization's files and zone to the list `change` leads to.
-    async fn write(&mut self, org: i64, change: Change) -> Result<(), String> {
+    /// Brings the organization's files and zone to the list `change` leads to; whether it wrote
+    /// anything (a list read whole again for `REVIEW` alone and found as held is not written;
+    /// any recorded change rewrites the files, so that a resolver sees a new serial).
+    async fn write(&mut self, org: i64, change: Change) -> Result<bool, String> {
         let mut held = match change {
             Change::Whole(held) => {
-                self.lists.remove(&org);
+                let before = self.lists.remove(&org);
+                if self.writer.is_some()
+                    && self.reviewing.contains(&org)
+                    && before.is_some_and(|b| {
+                        b.blocked == held.blocked && b.exceptions == held.exceptions
+                    })
+                {
+                    // The files, and the zone made from the same lists, are as they should be.
+                    self.lists.insert(org, held);
+                    return Ok(false);
+                }
                 let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
                 self.write_whole(org, blocked, exceptions).await?;
                 held
@@ -536,7 +605,7 @@ impl Rounds {
                 if blocked.is_empty() && !new_exceptions {
                     held.cursor = read.last;
                     self.lists.insert(org, held);
-                    return Ok(());
+                    return Ok(true);
                 }
                 if let Some(zones) = &self.zones {
                     let (removed, added) =
@@ -554,7 +623,7 @@ impl Rounds {
                 if new_exceptions {
                     held.exceptions = Arc::new(exceptions);
                 }
-                (held.cursor, held.count, held.id_sum) = (read.last, read.count, read.id_sum);
+                (held.cursor, held.count, held.check) = (read.last, read.count, read.check);
                 if let Some(w) = &self.writer {
                     w.write(org, held.blocked.clone(), held.exceptions.clone())
                         .await?;
@@ -567,7 +636,14 @@ impl Rounds {
             held.blocked = Arc::default();
         }
         self.lists.insert(org, held);
-        Ok(())
+        Ok(true)
+    }
+
+    /// Whether a held list is due to be read whole again (`REVIEW`).
+    fn review_due(&self, now: Instant) -> bool {
+        self.lists
+            .values()
+            .any(|h| now.saturating_duration_since(h.read_whole) >= REVIEW)
     }
 
     /// Writes the organization's files and updates its zone from its whole list.
@@ -1039,42 +1115,82 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
-    /// A held list is followed by what was read after it only when the list's length and id
-    /// sum are what the held entries and the new ones make, and the allow list is the same.
+    /// A held list is followed by what was read after it only when the list's length and
+    /// check are what the held entries and the new ones make, the allow list is the same, and
+    /// it was read whole less than `REVIEW` ago.
     #[test]
     fn a_held_list_is_followed_only_when_the_rest_is_unchanged() {
+        let t0 = Instant::now();
         let held = Held {
+            read_whole: t0,
             cursor: Some(ListCursor {
                 position: 3,
                 id: 30,
             }),
             count: 3,
-            id_sum: 60,
+            check: 60,
             allowed: vec!["ok.example".into()],
             blocked: Arc::default(),
             exceptions: Arc::default(),
         };
-        let read = |count: i64, id_sum: i64, names: &[(&str, i64)], allowed: &[&str]| ListRead {
+        let read = |count: i64, check: i64, names: &[(&str, i64)], allowed: &[&str]| ListRead {
             whole: false,
             names: names.iter().map(|n| n.0.to_string()).collect(),
-            names_id_sum: names.iter().map(|n| n.1).sum(),
+            names_check: names.iter().map(|n| n.1).sum(),
             count,
-            id_sum,
+            check,
             last: None,
             allowed: allowed.iter().map(|a| a.to_string()).collect(),
             exceptions: Vec::new(),
         };
         let ok = ["ok.example"];
-        assert!(held.follows(&read(3, 60, &[], &ok)));
-        assert!(held.follows(&read(4, 101, &[("new.example", 41)], &ok)));
+        let review = Duration::from_secs(600);
+        let follows_at = |read: &ListRead, at: Duration| held.follows(read, t0 + at, review);
+        assert!(follows_at(&read(3, 60, &[], &ok), MS));
+        assert!(follows_at(&read(4, 101, &[("new.example", 41)], &ok), MS));
         // One removed, one listed: as many entries, not the same ids.
-        assert!(!held.follows(&read(3, 51, &[("new.example", 41)], &ok)));
+        assert!(!follows_at(&read(3, 51, &[("new.example", 41)], &ok), MS));
         // One committed behind the cursor (another node), one removed: the ids tell.
-        assert!(!held.follows(&read(3, 55, &[], &ok)));
-        assert!(!held.follows(&read(4, 101, &[("new.example", 41)], &[])));
+        assert!(!follows_at(&read(3, 55, &[], &ok), MS));
+        assert!(!follows_at(&read(4, 101, &[("new.example", 41)], &[]), MS));
         let mut whole = read(3, 60, &[], &ok);
         whole.whole = true;
-        assert!(!held.follows(&whole));
+        assert!(!follows_at(&whole, MS));
+        // Read whole `REVIEW` ago: read whole again, however well the rest adds up.
+        assert!(follows_at(&read(3, 60, &[], &ok), review - MS));
+        assert!(!follows_at(&read(3, 60, &[], &ok), review));
+    }
+
+    /// The lists read whole `REVIEW` ago or longer are read again, the longest ago first, at
+    /// most `REVIEW_BATCH` a round.
+    #[test]
+    fn lists_are_read_whole_again_after_the_review_interval_a_batch_a_round() {
+        let t0 = Instant::now();
+        let review = Duration::from_secs(600);
+        let mut lists = HashMap::new();
+        // Organization `org` was read whole `count - org` seconds after `t0`.
+        let count = REVIEW_BATCH as i64 + 2;
+        for org in 0..count {
+            let held = Held {
+                read_whole: t0 + Duration::from_secs((count - org) as u64),
+                cursor: None,
+                count: 0,
+                check: 0,
+                allowed: Vec::new(),
+                blocked: Arc::default(),
+                exceptions: Arc::default(),
+            };
+            lists.insert(org, held);
+        }
+        let last = t0 + Duration::from_secs(count as u64);
+        assert!(reviews(&lists, t0 + review, review).is_empty());
+        // Two lists' interval has passed: those two, the one read longer ago first.
+        let at = t0 + review + Duration::from_secs(2);
+        assert_eq!(reviews(&lists, at, review), [count - 1, count - 2]);
+        // All of them: a batch, the longest unread first.
+        let all = reviews(&lists, last + review, review);
+        let oldest: Vec<i64> = (0..count).rev().take(REVIEW_BATCH).collect();
+        assert_eq!(all, oldest);
     }
 
     /// The triggers of names listed at the end and of exceptions that came and went.

@@ -484,6 +484,43 @@ pub struct ListCursor {
     pub id: i64,
 }
 
+/// The prime of `entry_check`, below 2^31 so that the product of two residues fits in a signed
+/// 64-bit integer (SQLite turns an overflowing product into a float).
+const CHECK_P: i64 = 2_147_483_647;
+/// What a list's check multiplies its second sum by (odd, so that no bit of it is lost).
+const CHECK_MIX: i64 = 0x9E37_79B9_7F4A_7C15_u64 as i64;
+
+/// An entry id's share of its list's check (`ListRead::check`), whose sum over the list
+/// (wrapping) tells apart lists of the same length that a sum of ids does not: names committed
+/// late behind a reader's cursor by another node while others whose ids add up to theirs are
+/// removed. The id is scattered over the residues modulo a prime (`x`), and the check sums both
+/// `x` and its square modulo the prime: no linear relation between ids (such as `a + d = b + c`)
+/// carries over to the squares. The store computes the same sums in SQL (`list_check_query`).
+pub fn entry_check(id: i64) -> i64 {
+    let x = id.rem_euclid(CHECK_P) * 48_271 % CHECK_P;
+    list_check(x, x * x % CHECK_P)
+}
+
+/// A list's check from the sums of its entries' two residues.
+pub fn list_check(x_sum: i64, square_sum: i64) -> i64 {
+    x_sum.wrapping_add(square_sum.wrapping_mul(CHECK_MIX))
+}
+
+/// The query both engines run for a list's length and the two sums of `entry_check` over the
+/// ids of the organization `org` (a parameter such as `?1` or `$1`). Each sum is below 2^31
+/// times the list's length, so neither overflows (SQLite's `sum` raises on overflow). Ids are
+/// positive, where both engines' `%` agrees with Rust's. On a million entries SQLite takes
+/// about twice as long as for `count(*), sum(id)` (0.29 s against 0.15 s on the development
+/// machine).
+pub fn list_check_query(org: &str) -> String {
+    format!(
+        "SELECT count(*), coalesce(CAST(sum(x) AS BIGINT), 0), \
+            coalesce(CAST(sum(x * x % 2147483647) AS BIGINT), 0) \
+         FROM (SELECT id % 2147483647 * 48271 % 2147483647 AS x \
+            FROM domains WHERE organization_id = {org}) AS residues"
+    )
+}
+
 /// An organization's domain list read after a cursor (`Store::block_list_since`), with what a
 /// reader needs to tell whether the entries it already holds are still all the others.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -494,13 +531,13 @@ pub struct ListRead {
     /// The listed names after the cursor (all of them if `whole`), in list order, the allow list
     /// not applied.
     pub names: Vec<String>,
-    /// The sum of their ids.
-    pub names_id_sum: i64,
-    /// The length of the whole list, and the sum of all its ids: a reader holding the
-    /// entries up to the cursor holds all the others if its own count and sum plus `names`'
+    /// The sum of their ids' checks (`entry_check`, wrapping).
+    pub names_check: i64,
+    /// The length of the whole list, and the sum of all its ids' checks: a reader holding the
+    /// entries up to the cursor holds all the others if its own count and check plus `names`'
     /// make these.
     pub count: i64,
-    pub id_sum: i64,
+    pub check: i64,
     /// The list's last entry, if any.
     pub last: Option<ListCursor>,
     /// The allow list, sorted.

@@ -786,18 +786,13 @@ impl Backend for Postgres {
                 for r in &rows {
                     let id: i64 = r.get(0);
                     read.names.push(r.get(1));
-                    read.names_id_sum = read.names_id_sum.wrapping_add(id);
+                    read.names_check = read.names_check.wrapping_add(entry_check(id));
                     read.last = Some(ListCursor { position: id, id });
                 }
                 drop(rows);
-                let totals = db
-                    .one(
-                        "SELECT count(*), coalesce(sum(id), 0)::bigint FROM domains \
-                         WHERE organization_id = $1",
-                        &[&org],
-                    )
-                    .await?;
-                (read.count, read.id_sum) = (totals.get(0), totals.get(1));
+                let totals = db.one(&list_check_query("$1"), &[&org]).await?;
+                (read.count, read.check) =
+                    (totals.get(0), list_check(totals.get(1), totals.get(2)));
                 if read.last.is_none() {
                     read.last = after.filter(|_| from.is_some());
                 }

@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::names::self_and_parents;
 use crate::store::rules::allow::{Allow, List};
 use crate::store::rules::Rows;
-use crate::store::{ListCursor, ListRead, Result};
+use crate::store::{entry_check, list_check, list_check_query, ListCursor, ListRead, Result};
 
 impl Allow for Connection {
     async fn insert_allowed(&self, org: i64, name: &str, now: i64) -> Result<bool> {
@@ -137,16 +137,14 @@ pub fn list_since(conn: &Connection, org: i64, after: Option<ListCursor>) -> Res
     while let Some(r) = rows.next()? {
         let (position, id) = (r.get(0)?, r.get(1)?);
         read.names.push(r.get(2)?);
-        read.names_id_sum = read.names_id_sum.wrapping_add(id);
+        read.names_check = read.names_check.wrapping_add(entry_check(id));
         read.last = Some(ListCursor { position, id });
     }
     drop(rows);
-    let (count, id_sum) = conn
-        .prepare_cached(
-            "SELECT count(*), coalesce(sum(id), 0) FROM domains WHERE organization_id = ?1",
-        )?
-        .query_row(params![org], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    (read.count, read.id_sum) = (count, id_sum);
+    let (count, p, q) = conn
+        .prepare_cached(&list_check_query("?1"))?
+        .query_row(params![org], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    (read.count, read.check) = (count, list_check(p, q));
     if read.last.is_none() {
         read.last = after.filter(|_| from.is_some());
     }

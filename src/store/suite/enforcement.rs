@@ -319,7 +319,7 @@ fn a_deleted_organizations_events_are_purged_and_the_counts_follow_the_lists() {
     });
 }
 
-/// `block_list_since`: the names after a cursor with the whole list's length and id sum (what
+/// `block_list_since`: the names after a cursor with the whole list's length and check (what
 /// tells a reader that its held entries are still all the others), the whole list when the
 /// cursor's entry is gone, the allow list and exceptions, and not found for a deleted
 /// organization.
@@ -329,19 +329,19 @@ fn the_list_is_read_after_a_cursor_with_what_shows_the_rest_unchanged() {
         let a = organization(&s, "a").await;
         let whole = s.block_list_since(a.id, None).await.unwrap();
         assert!(whole.whole && whole.names.is_empty() && whole.last.is_none());
-        assert_eq!((whole.count, whole.id_sum), (0, 0));
+        assert_eq!((whole.count, whole.check), (0, 0));
         listed(&s, &a.customer_key, &["one.example", "two.example"], 1).await;
         let first = s.block_list_since(a.id, None).await.unwrap();
         assert!(first.whole);
         assert_eq!(first.names, ["one.example", "two.example"]);
-        assert_eq!((first.count, first.id_sum), (2, first.names_id_sum));
+        assert_eq!((first.count, first.check), (2, first.names_check));
         let cursor = first.last.unwrap();
         // Nothing listed since.
         let none = s.block_list_since(a.id, Some(cursor)).await.unwrap();
         assert!(!none.whole && none.names.is_empty());
         assert_eq!(
-            (none.count, none.id_sum, none.last),
-            (2, first.id_sum, Some(cursor))
+            (none.count, none.check, none.last),
+            (2, first.check, Some(cursor))
         );
         // Names listed since, with an allow-listed one under a listed name: the names come
         // unfiltered, the exception is named.
@@ -351,10 +351,10 @@ fn the_list_is_read_after_a_cursor_with_what_shows_the_rest_unchanged() {
         assert!(!since.whole);
         assert_eq!(since.names, ["x.one.example", "three.example"]);
         assert_eq!(since.count, 4);
-        assert_eq!(since.id_sum, first.id_sum + since.names_id_sum);
+        assert_eq!(since.check, first.check.wrapping_add(since.names_check));
         assert_eq!(since.allowed, ["x.one.example"]);
         assert_eq!(since.exceptions, ["x.one.example"]);
-        // A name before the cursor removed: the count and sum no longer add up.
+        // A name before the cursor removed: the count and check no longer add up.
         let cursor = since.last.unwrap();
         assert!(s
             .delete_domain_by_name(a.id, "two.example".into())
@@ -363,7 +363,7 @@ fn the_list_is_read_after_a_cursor_with_what_shows_the_rest_unchanged() {
         let after = s.block_list_since(a.id, Some(cursor)).await.unwrap();
         assert!(!after.whole && after.names.is_empty());
         assert_eq!(after.count, 3);
-        assert_ne!(after.id_sum, since.id_sum);
+        assert_ne!(after.check, since.check);
         // The cursor's own entry removed, then a name listed (which may take its position): the
         // whole list.
         assert!(s
@@ -377,11 +377,52 @@ fn the_list_is_read_after_a_cursor_with_what_shows_the_rest_unchanged() {
             again.names,
             ["one.example", "x.one.example", "four.example"]
         );
-        assert_eq!((again.count, again.id_sum), (3, again.names_id_sum));
+        assert_eq!((again.count, again.check), (3, again.names_check));
         assert!(s.delete_organization(a.id).await.unwrap());
         assert_eq!(
             s.block_list_since(a.id, Some(cursor)).await,
             Err(StoreError::NotFound)
         );
+    });
+}
+
+/// The list's check tells apart lists a sum of ids does not: of four entries with ids in a row
+/// (`a + d = b + c`), the list without the middle two and the list without the outer two (what
+/// a node sees when, on another, two names commit late behind its cursor while two others whose
+/// ids add up to theirs are removed). Each entry's check is the one the store sums.
+#[test]
+fn the_list_check_is_not_a_sum_of_ids() {
+    on_each_engine("list_check", |s| async move {
+        let a = organization(&s, "a").await;
+        let (mut cursor, mut ids, mut checks) = (None, Vec::new(), Vec::new());
+        for (i, name) in ["a.example", "b.example", "c.example", "d.example"]
+            .into_iter()
+            .enumerate()
+        {
+            listed(&s, &a.customer_key, &[name], i as i64 + 1).await;
+            let read = s.block_list_since(a.id, cursor).await.unwrap();
+            assert_eq!(read.names, [name]);
+            assert_eq!(
+                read.names_check,
+                crate::store::entry_check(read.last.unwrap().id)
+            );
+            let before = checks.iter().fold(0i64, |t, c| t.wrapping_add(*c));
+            assert_eq!(read.check, before.wrapping_add(read.names_check));
+            cursor = read.last;
+            ids.push(read.last.unwrap().id);
+            checks.push(read.names_check);
+        }
+        assert_eq!(ids[0] + ids[3], ids[1] + ids[2], "ids in a row: {ids:?}");
+        assert_ne!(
+            checks[0].wrapping_add(checks[3]),
+            checks[1].wrapping_add(checks[2])
+        );
+        // The outer two removed: the store's check is the middle two's.
+        for name in ["a.example", "d.example"] {
+            assert!(s.delete_domain_by_name(a.id, name.into()).await.unwrap());
+        }
+        let whole = s.block_list_since(a.id, None).await.unwrap();
+        assert_eq!(whole.count, 2);
+        assert_eq!(whole.check, checks[1].wrapping_add(checks[2]));
     });
 }
