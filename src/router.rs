@@ -30,6 +30,31 @@ pub enum Endpoint {
     Mgmt(MgmtEndpoint),
     /// Parasol's own paths, outside both interfaces (no authentication).
     Own(OwnEndpoint),
+    /// The console in the browser (`/console/...`): HTML pages behind a session.
+    Console(ConsoleEndpoint),
+}
+
+/// The console's pages and forms (`/console/...`). Pages are GET; every change is a POST of a
+/// form carrying the session's CSRF token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsoleEndpoint {
+    /// `GET /console/`: the overview, or the sign-in form without a session.
+    Overview,
+    /// `GET /console/style.css`: the stylesheet, served by the binary.
+    Style,
+    /// `POST /console/signin`: an API key and secret.
+    SignIn,
+    /// `POST /console/signout`.
+    SignOut,
+    /// `GET /console/organizations/{id}`: its domain list (searched by name), allow list and
+    /// the decision on one name.
+    Organization(i64),
+    /// `POST /console/organizations/{id}/domains/delete`.
+    DeleteDomain(i64),
+    /// `POST /console/organizations/{id}/allowlist/add`.
+    AllowAdd(i64),
+    /// `POST /console/organizations/{id}/allowlist/remove`.
+    AllowRemove(i64),
 }
 
 /// Parasol's own paths (decisions.md), for operators and integrators: health, readiness,
@@ -294,9 +319,16 @@ impl Row {
             "enforcement"
         } else if self.template.starts_with("/v1/") || self.template.starts_with("/parasol/v1/") {
             "management"
+        } else if self.is_console() {
+            "console"
         } else {
             "parasol"
         }
+    }
+
+    /// A page or form of the console: HTML, not part of either interface's document.
+    pub fn is_console(&self) -> bool {
+        self.template.starts_with("/console")
     }
 }
 
@@ -329,7 +361,7 @@ fn parasol(p: &Params, ep: ParasolEndpoint) -> Endpoint {
 #[rustfmt::skip]
 pub static ROUTES: &[Row] = {
     use Verb::*;
-    use Endpoint::{Enf, Own};
+    use Endpoint::{Console, Enf, Own};
     use EnfEndpoint::*;
     use OrgEndpoint::*;
     use ProviderEndpoint::Customers;
@@ -399,6 +431,15 @@ pub static ROUTES: &[Row] = {
         row(Get, "/readyz", |_| Own(OwnEndpoint::Readyz)),
         row(Get, "/metrics", |_| Own(OwnEndpoint::Metrics)),
         row(Get, "/openapi.yaml", |_| Own(OwnEndpoint::OpenApi)),
+
+        row(Get, "/console", |_| Console(ConsoleEndpoint::Overview)),
+        row(Get, "/console/style.css", |_| Console(ConsoleEndpoint::Style)),
+        row(Post, "/console/signin", |_| Console(ConsoleEndpoint::SignIn)),
+        row(Post, "/console/signout", |_| Console(ConsoleEndpoint::SignOut)),
+        row(Get, "/console/organizations/{organizationId}", |p| Console(ConsoleEndpoint::Organization(p.id(0)))),
+        row(Post, "/console/organizations/{organizationId}/domains/delete", |p| Console(ConsoleEndpoint::DeleteDomain(p.id(0)))),
+        row(Post, "/console/organizations/{organizationId}/allowlist/add", |p| Console(ConsoleEndpoint::AllowAdd(p.id(0)))),
+        row(Post, "/console/organizations/{organizationId}/allowlist/remove", |p| Console(ConsoleEndpoint::AllowRemove(p.id(0)))),
     ]
 };
 
@@ -406,10 +447,12 @@ pub static ROUTES: &[Row] = {
 pub const ROUTE_KINDS: usize = ROUTES.len();
 
 /// Every route the server answers: its method and path template, as the OpenAPI document lists
-/// them (HEAD, answered wherever GET is, is not listed).
+/// them (HEAD, answered wherever GET is, is not listed; nor are the console's pages, which are
+/// for a browser, not an interface).
 pub fn routes() -> Vec<(Method, &'static str)> {
     ROUTES
         .iter()
+        .filter(|r| !r.is_console())
         .map(|r| (r.verb.method(), r.template))
         .collect()
 }
@@ -570,7 +613,7 @@ impl Route {
     pub fn interface(&self) -> Interface {
         match self.endpoint {
             Endpoint::Mgmt(_) => Interface::Management,
-            Endpoint::Enf(_) | Endpoint::Own(_) => Interface::Enforcement,
+            Endpoint::Enf(_) | Endpoint::Own(_) | Endpoint::Console(_) => Interface::Enforcement,
         }
     }
 

@@ -121,6 +121,7 @@ pub async fn run(
         access: crate::access::AccessLogger::new(config.access_log),
         metrics_elsewhere: metrics_listener.is_some(),
         budget: budget.clone(),
+        console: config.console.map(crate::console::Sessions::new),
     });
 
     let rpz = match &config.rpz {
@@ -617,7 +618,7 @@ fn memory_factor(route: &Route) -> usize {
         Endpoint::Enf(EnfEndpoint::PostEvents) => crate::enforcement::event::MEMORY_FACTOR,
         Endpoint::Enf(_) => crate::budget::PLAIN_FACTOR,
         Endpoint::Mgmt(_) => crate::json::MEMORY_FACTOR,
-        Endpoint::Own(_) => crate::budget::PLAIN_FACTOR,
+        Endpoint::Own(_) | Endpoint::Console(_) => crate::budget::PLAIN_FACTOR,
     }
 }
 
@@ -918,6 +919,7 @@ async fn respond(
         Endpoint::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,
         Endpoint::Mgmt(ep) => crate::management::handle(state, ep, &ctx, body).await,
         Endpoint::Own(ep) => crate::own::handle(state, ep).await,
+        Endpoint::Console(ep) => crate::console::handle(state, ep, &ctx, body).await,
     };
     // What is left of the charge follows the answer until it is written: as much as its body.
     if charge.bytes() > 0 {

@@ -36,6 +36,8 @@ pub struct AppState {
     pub metrics_elsewhere: bool,
     /// What requests in flight may hold for their bodies and for parsing them.
     pub budget: Arc<crate::budget::MemoryBudget>,
+    /// The console's sessions; `None` when the console is off (`--console off`).
+    pub console: Option<crate::console::Sessions>,
 }
 
 impl AppState {

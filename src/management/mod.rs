@@ -118,6 +118,7 @@ mod tests {
                 1 << 20,
                 std::time::Duration::ZERO,
             )),
+            console: None,
         }
     }
 
