@@ -681,6 +681,48 @@ mod tests {
     }
 
     #[test]
+    fn console_routes() {
+        use ConsoleEndpoint::*;
+        let c = |m, p| {
+            r(m, p).map(|e| match e {
+                Endpoint::Console(c) => c,
+                other => panic!("{other:?}"),
+            })
+        };
+        assert_eq!(c(Method::GET, "/console/"), Ok(Overview));
+        assert_eq!(c(Method::GET, "/console"), Ok(Overview));
+        assert_eq!(c(Method::HEAD, "/console/style.css"), Ok(Style));
+        assert_eq!(c(Method::POST, "/console/signin"), Ok(SignIn));
+        assert_eq!(c(Method::POST, "/console/signout"), Ok(SignOut));
+        assert_eq!(
+            c(Method::GET, "/console/organizations/12"),
+            Ok(Organization(12))
+        );
+        assert_eq!(
+            c(Method::POST, "/console/organizations/12/domains/delete"),
+            Ok(DeleteDomain(12))
+        );
+        assert_eq!(
+            c(Method::POST, "/console/organizations/12/allowlist/add"),
+            Ok(AllowAdd(12))
+        );
+        assert_eq!(
+            c(Method::POST, "/console/organizations/12/allowlist/remove"),
+            Ok(AllowRemove(12))
+        );
+        assert_eq!(
+            r(Method::GET, "/console/signin"),
+            Err(RouteError::MethodNotAllowed(Interface::Enforcement, "POST"))
+        );
+        assert_eq!(
+            r(Method::GET, "/console/organizations/x"),
+            Err(RouteError::NotFound(Interface::Enforcement))
+        );
+        // The console is no part of the interfaces' document.
+        assert!(routes().iter().all(|(_, t)| !t.starts_with("/console")));
+    }
+
+    #[test]
     fn enforcement_routes() {
         assert_eq!(
             r(Method::POST, "/1.0/events"),
@@ -883,6 +925,7 @@ mod tests {
                 Endpoint::Enf(_) => "enforcement",
                 Endpoint::Mgmt(_) => "management",
                 Endpoint::Own(_) => "parasol",
+                Endpoint::Console(_) => "console",
             };
             assert_eq!(r.interface_name(), named, "{r:?}");
         }
@@ -927,7 +970,10 @@ mod tests {
                 row.template
             );
         }
-        let methods: std::collections::BTreeSet<_> = routes().into_iter().collect();
+        let methods: std::collections::BTreeSet<_> = ROUTES
+            .iter()
+            .map(|r| (r.verb.as_str(), r.template))
+            .collect();
         assert_eq!(methods.len(), ROUTE_KINDS, "a (method, template) twice");
     }
 
