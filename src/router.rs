@@ -49,6 +49,8 @@ pub enum ConsoleEndpoint {
     /// `GET /console/organizations/{id}`: its domain list (searched by name), allow list and
     /// the decision on one name.
     Organization(i64),
+    /// `GET /console/organizations/{id}/journal`: its latest enforcement requests.
+    Journal(i64),
     /// `POST /console/organizations/{id}/domains/delete`.
     DeleteDomain(i64),
     /// `POST /console/organizations/{id}/allowlist/add`.
@@ -437,6 +439,7 @@ pub static ROUTES: &[Row] = {
         row(Post, "/console/signin", |_| Console(ConsoleEndpoint::SignIn)),
         row(Post, "/console/signout", |_| Console(ConsoleEndpoint::SignOut)),
         row(Get, "/console/organizations/{organizationId}", |p| Console(ConsoleEndpoint::Organization(p.id(0)))),
+        row(Get, "/console/organizations/{organizationId}/journal", |p| Console(ConsoleEndpoint::Journal(p.id(0)))),
         row(Post, "/console/organizations/{organizationId}/domains/delete", |p| Console(ConsoleEndpoint::DeleteDomain(p.id(0)))),
         row(Post, "/console/organizations/{organizationId}/allowlist/add", |p| Console(ConsoleEndpoint::AllowAdd(p.id(0)))),
         row(Post, "/console/organizations/{organizationId}/allowlist/remove", |p| Console(ConsoleEndpoint::AllowRemove(p.id(0)))),
@@ -697,6 +700,10 @@ mod tests {
         assert_eq!(
             c(Method::GET, "/console/organizations/12"),
             Ok(Organization(12))
+        );
+        assert_eq!(
+            c(Method::GET, "/console/organizations/12/journal"),
+            Ok(Journal(12))
         );
         assert_eq!(
             c(Method::POST, "/console/organizations/12/domains/delete"),

@@ -122,6 +122,7 @@ pub async fn run(
         metrics_elsewhere: metrics_listener.is_some(),
         budget: budget.clone(),
         console: config.console.map(crate::console::Sessions::new),
+        journal: config.console.map(|_| crate::console::Journal::default()),
     });
 
     let rpz = match &config.rpz {
@@ -741,6 +742,7 @@ async fn handle(
         &mut held,
         &linger,
         id.as_str(),
+        peer,
     )
     .await;
     res.headers_mut()
@@ -777,6 +779,7 @@ async fn respond(
     held: &mut Option<Charge>,
     linger: &AtomicBool,
     tx_id: &str,
+    peer: SocketAddr,
 ) -> Response<Body> {
     let iface = iface_of(&route);
     let route = match route {
@@ -914,6 +917,7 @@ async fn respond(
         method: parts.method,
         headers: parts.headers,
         tx_id: tx_id.to_string(),
+        peer: Some(peer),
     };
     let res = match route.endpoint {
         Endpoint::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,

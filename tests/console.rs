@@ -571,3 +571,72 @@ fn the_console_can_be_turned_off() {
         s.stop().await;
     });
 }
+
+#[test]
+fn the_journal_shows_each_request_and_why_one_was_refused_within_its_bound() {
+    run(async {
+        let s = TestServer::start().await;
+        let w = s.world();
+        let org = w.lone_org;
+        let key = key_of(&s, org);
+        let path = format!("/1.0/events?customerKey={key}");
+        list(&s, org, &["a.example", "b.example"]).await;
+        // A refusal naming a field, and a member name carrying markup.
+        let mut bad = event("c.example");
+        bad.as_object_mut().unwrap().remove("dstDomain");
+        let r = s
+            .post_json(&path, &serde_json::json!([event("d.example"), bad]))
+            .await;
+        assert_eq!(r.status, 400);
+        let body = format!(
+            "[{}]",
+            serde_json::to_string(&event("e.example"))
+                .unwrap()
+                .replacen('{', "{\"<b>x</b>\":1,\"<b>x</b>\":2,", 1)
+        );
+        let r = s
+            .request(
+                "POST",
+                &path,
+                &[("content-type", "application/json")],
+                Some(body.into_bytes()),
+            )
+            .await;
+        assert_eq!(r.status, 400, "{}", r.text());
+        // Another organization's requests are not this one's.
+        list(&s, w.sp_org, &["other.example"]).await;
+
+        let mut b = Browser::new(&s);
+        b.sign_in(&w.lone_org_cred).await;
+        let journal = format!("/console/organizations/{org}/journal");
+        let page = b.get(&journal).await.text();
+        assert!(page.contains("<td>202</td><td>2</td>"), "{page}");
+        assert!(page.contains("<code>dstDomain</code>"), "{page}");
+        assert!(page.contains("event 1: "), "{page}");
+        assert!(
+            page.contains("&lt;b&gt;x&lt;/b&gt;") && !page.contains("<b>x"),
+            "{page}"
+        );
+        assert!(page.contains("127.0.0.1"));
+        assert_eq!(page.matches("<td>POST /1.0/events</td>").count(), 3);
+        // Filtered by status.
+        let refused = b.get(&format!("{journal}?status=400")).await.text();
+        assert_eq!(refused.matches("<td>POST /1.0/events</td>").count(), 2);
+        assert!(!refused.contains("<td>202</td>"));
+        // Another credential cannot read it.
+        let mut other = Browser::new(&s);
+        other.sign_in(&w.sp_org_cred).await;
+        assert_eq!(other.get(&journal).await.status, 404);
+        // The bound: the oldest records go.
+        for i in 0..parasol::console::journal::PER_KEY {
+            list(&s, org, &[&format!("n{i}.example")]).await;
+        }
+        let page = b.get(&journal).await.text();
+        assert_eq!(
+            page.matches("<td>POST /1.0/events</td>").count(),
+            parasol::console::journal::PER_KEY
+        );
+        assert!(!page.contains("dstDomain") && !page.contains("<td>2</td>"));
+        s.stop().await;
+    });
+}

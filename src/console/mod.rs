@@ -9,6 +9,7 @@
 //! headers against framing, sniffing, referrers and caching. Data is only ever inserted into the
 //! markup through maud's escaping. Handlers reach the store through its typed operations only.
 
+pub mod journal;
 mod pages;
 pub mod session;
 
@@ -17,6 +18,7 @@ use http_body_util::Full;
 use hyper::header::{HeaderValue, CONTENT_TYPE, COOKIE, LOCATION, ORIGIN, REFERER, SET_COOKIE};
 use hyper::{Response, StatusCode};
 
+pub use journal::Journal;
 pub use session::{SessionLimits, Sessions};
 
 use crate::enforcement::domain::normalize;
@@ -24,7 +26,7 @@ use crate::error::MgmtError;
 use crate::http::{cut, percent_decode, Body};
 use crate::router::ConsoleEndpoint;
 use crate::state::{AppState, RequestCtx};
-use crate::store::{OrganizationInfo, Scope};
+use crate::store::{CustomerKey, OrganizationInfo, Scope};
 use session::{csrf_matches, Session};
 
 /// The session cookie's name.
@@ -293,6 +295,27 @@ async fn answer(
                 notice: ctx.query.get("done").map(|d| d.into_owned()),
             };
             Ok(html(StatusCode::OK, pages::organization(&s, &view)))
+        }
+        ConsoleEndpoint::Journal(org) => {
+            let s = session.ok_or(MgmtError::Unauthorized)?;
+            let info = visible(state, &s, org).await?;
+            let keys: Vec<CustomerKey> = state
+                .store
+                .list_customer_keys(org)
+                .await?
+                .iter()
+                .filter_map(|k| CustomerKey::parse(&k.key))
+                .collect();
+            let status = ctx.query.get("status").and_then(|s| s.parse::<u16>().ok());
+            let records = state
+                .journal
+                .as_ref()
+                .map(|j| j.latest(&keys, status))
+                .unwrap_or_default();
+            Ok(html(
+                StatusCode::OK,
+                pages::journal(&s, &info, status, &records),
+            ))
         }
         ConsoleEndpoint::DeleteDomain(org) => {
             let s = session.ok_or(MgmtError::Unauthorized)?;

@@ -5,6 +5,7 @@
 use hyper::StatusCode;
 use maud::{html, Markup, DOCTYPE};
 
+use super::journal::Record;
 use super::session::Session;
 use crate::store::{DomainEntry, OrganizationInfo, Scope, StorageHealth, StorageStats, Verdict};
 
@@ -164,6 +165,7 @@ pub fn organization(s: &Session, v: &OrgView) -> Markup {
         Some(s),
         html! {
             h1 { "Organization " (v.info.id) ": " (v.info.name) }
+            p { a href={ (base) "/journal" } { "Request journal" } }
             @if let Some(n) = &v.notice { p class="notice" role="status" { "Done: " (n) "." } }
             h2 { "Is this name blocked?" }
             form method="get" action=(base) {
@@ -236,6 +238,78 @@ pub fn organization(s: &Session, v: &OrgView) -> Markup {
                     }
                 }
             }
+        },
+    )
+}
+
+/// The statuses the journal's filter offers.
+const STATUSES: [(u16, &str); 6] = [
+    (202, "202 accepted"),
+    (400, "400 refused body"),
+    (415, "415 not JSON"),
+    (429, "429 over a rate limit"),
+    (503, "503 storage unavailable"),
+    (500, "500 internal error"),
+];
+
+pub fn journal(
+    s: &Session,
+    info: &OrganizationInfo,
+    status: Option<u16>,
+    records: &[Record],
+) -> Markup {
+    let base = format!("/console/organizations/{}", info.id);
+    page(
+        "Request journal",
+        Some(s),
+        html! {
+            h1 { "Request journal: " (info.name) }
+            p { a href=(base) { "Domain list and allow list" } }
+            p { "The latest event batches sent with the organization's customer keys (POST /1.0/events), newest first, kept in memory: "
+                (super::journal::PER_KEY) " per key." }
+            form method="get" action={ (base) "/journal" } {
+                label for="status" { "Status" }
+                select id="status" name="status" {
+                    option value="" { "any" }
+                    @for (code, words) in STATUSES {
+                        option value=(code) selected[status == Some(code)] { (words) }
+                    }
+                }
+                " " button type="submit" { "Filter" }
+            }
+            table {
+                thead { tr {
+                    th scope="col" { "Time" } th scope="col" { "Client" } th scope="col" { "Route" }
+                    th scope="col" { "Status" } th scope="col" { "Events" } th scope="col" { "Why refused" }
+                } }
+                tbody {
+                    @for r in records {
+                        tr {
+                            td { (crate::timefmt::rfc3339(r.at)) }
+                            td { @if let Some(c) = r.client { (c) } }
+                            td { "POST /1.0/events" }
+                            td { (r.status) }
+                            td { @if r.status == 202 { (r.events) } }
+                            td {
+                                @if let Some(why) = &r.refusal {
+                                    (why.message)
+                                    @if !why.fields.is_empty() {
+                                        ul {
+                                            @for f in &why.fields {
+                                                li {
+                                                    @if let Some(i) = f.index { "event " (i) ": " }
+                                                    code { (f.field) } " " (f.problem)
+                                                }
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if records.is_empty() { p { "No request recorded." } }
         },
     )
 }

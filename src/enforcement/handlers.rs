@@ -55,7 +55,11 @@ pub async fn handle(
             if let Some(why) = r.as_ref().err().and_then(crate::metrics::Refusal::of) {
                 state.metrics.event_request_refused(why);
             }
-            r
+            if let Some(journal) = &state.journal {
+                let answer = r.as_ref().map(|(_, events)| *events);
+                journal.record(customer_key(ctx), ctx.peer.map(|p| p.ip()), answer);
+            }
+            r.map(|(res, _)| res)
         }
         EnfEndpoint::ListDomains => list_domains(state, ctx).await,
         EnfEndpoint::DeleteDomainById(id) => delete_domain(state, ctx, Target::Id(id)).await,
@@ -136,11 +140,12 @@ fn admit(state: &AppState, key: &str, bytes: usize) -> Result<(), EnfError> {
         .map_err(EnfError::TooManyRequests)
 }
 
+/// Answers a batch; with the answer, the number of events it held.
 async fn post_events(
     state: &AppState,
     ctx: &RequestCtx,
     body: Bytes,
-) -> Result<Response<Body>, EnfError> {
+) -> Result<(Response<Body>, usize), EnfError> {
     let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
     if state.rate.enabled() {
         organization(state, ctx).await?;
@@ -216,9 +221,9 @@ async fn post_events(
     };
     state.rate.spend_new_domains(&key, added);
     state.metrics.events_accepted(n_events, not_listed);
-    Ok(crate::http::json_response(
-        StatusCode::ACCEPTED,
-        accepted_body(&batch),
+    Ok((
+        crate::http::json_response(StatusCode::ACCEPTED, accepted_body(&batch)),
+        n_events,
     ))
 }
 

@@ -119,6 +119,7 @@ mod tests {
                 std::time::Duration::ZERO,
             )),
             console: None,
+            journal: None,
         }
     }
 
@@ -133,6 +134,7 @@ mod tests {
             query: crate::http::Query::default(),
             headers,
             tx_id: "test".into(),
+            peer: None,
         }
     }
 
