@@ -394,6 +394,13 @@ fn sign_out_ends_the_session_and_sessions_expire() {
         let mut b = Browser::new(&s);
         let token = b.sign_in(&w.lone_org_cred).await;
         assert_eq!(b.get(&page).await.status, 200);
+        // Revoking the credential ends its sessions at once.
+        let mut revoked = Browser::new(&s);
+        revoked.sign_in(&w.sp_org_cred).await;
+        let theirs = format!("/console/organizations/{}", w.sp_org);
+        assert_eq!(revoked.get(&theirs).await.status, 200);
+        assert!(run(s.store().revoke_credential(w.sp_org_cred.key.clone(), 1)).unwrap());
+        assert_eq!(revoked.get(&theirs).await.status, 303);
         let r = b.post("/console/signout", &[("csrf", &token)]).await;
         assert_eq!(r.status, 303);
         assert!(r.header("set-cookie").unwrap().contains("Max-Age=0"));

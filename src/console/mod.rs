@@ -184,7 +184,16 @@ async fn answer(
     body: &[u8],
 ) -> Result<Response<Body>, MgmtError> {
     let id = cookie(ctx).map(str::to_string);
-    let session = id.as_deref().and_then(|id| sessions.get(id));
+    let mut session = id.as_deref().and_then(|id| sessions.get(id));
+    // SECURITY: the credential is read again on every request, as the management interface
+    // reads it: a session of a credential revoked since sign-in ends at once.
+    if let (Some(s), Some(id)) = (&session, &id) {
+        let stored = state.store.find_credential(s.api_key.clone()).await?;
+        if stored.is_none_or(|c| c.scope != s.scope) {
+            sessions.end(id);
+            session = None;
+        }
+    }
     match ep {
         ConsoleEndpoint::Style => {
             let mut res = Response::new(Full::new(Bytes::from_static(include_bytes!("style.css"))));
