@@ -615,6 +615,14 @@ fn the_journal_shows_each_request_and_why_one_was_refused_within_its_bound() {
 
         let mut b = Browser::new(&s);
         b.sign_in(&w.lone_org_cred).await;
+        // The overview's chart of the last hour, drawn by the server: the server's totals.
+        let overview = b.get("/console/").await.text();
+        assert!(
+            overview.contains("Last hour: 3 events accepted (most in a minute: ")
+                && overview.contains("2 event requests refused"),
+            "{overview}"
+        );
+        assert!(overview.contains("<svg") && overview.contains("class=\"refused\""));
         let journal = format!("/console/organizations/{org}/journal");
         let page = b.get(&journal).await.text();
         assert!(page.contains("<td>202</td><td>2</td>"), "{page}");

@@ -50,9 +50,37 @@ pub struct Record {
     pub refusal: Option<Box<Refusal>>,
 }
 
-#[derive(Default)]
+/// Minutes the per-minute counts cover (the overview's chart).
+pub const MINUTES: usize = 60;
+
+/// Events accepted and event requests refused in one minute.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Minute {
+    /// Unix minute (seconds / 60).
+    pub minute: i64,
+    pub accepted: u64,
+    pub refused: u64,
+}
+
+struct Inner {
+    rings: HashMap<CustomerKey, VecDeque<Record>>,
+    /// Indexed by the minute modulo `MINUTES`; a slot of an older minute is stale.
+    minutes: [Minute; MINUTES],
+}
+
 pub struct Journal {
-    rings: Mutex<HashMap<CustomerKey, VecDeque<Record>>>,
+    inner: Mutex<Inner>,
+}
+
+impl Default for Journal {
+    fn default() -> Self {
+        Journal {
+            inner: Mutex::new(Inner {
+                rings: HashMap::new(),
+                minutes: [Minute::default(); MINUTES],
+            }),
+        }
+    }
 }
 
 impl Journal {
@@ -63,20 +91,37 @@ impl Journal {
         client: Option<IpAddr>,
         answer: Result<usize, &EnfError>,
     ) {
-        let Some(key) = key else { return };
+        let at = crate::timefmt::now();
         let (status, events, refusal) = match answer {
             Ok(n) => (202, u32::try_from(n).unwrap_or(u32::MAX), None),
-            Err(EnfError::InvalidCredentials) => return,
+            Err(EnfError::InvalidCredentials) => (403, 0, None),
             Err(e) => (e.status().as_u16(), 0, Some(Box::new(refusal(e)))),
         };
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let minute = at.div_euclid(60);
+        let slot = &mut inner.minutes[minute.rem_euclid(MINUTES as i64) as usize];
+        if slot.minute != minute {
+            *slot = Minute {
+                minute,
+                ..Minute::default()
+            };
+        }
+        if status == 202 {
+            slot.accepted += u64::from(events);
+        } else {
+            slot.refused += 1;
+        }
+        let Some(key) = key.filter(|_| status != 403) else {
+            return;
+        };
         let record = Record {
-            at: crate::timefmt::now(),
+            at,
             client,
             status,
             events,
             refusal,
         };
-        let mut rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
+        let rings = &mut inner.rings;
         let len = rings.len();
         let ring = match rings.get_mut(&key) {
             Some(r) => r,
@@ -93,17 +138,37 @@ impl Journal {
 
     /// The records of these keys, newest first, with `status` only if given.
     pub fn latest(&self, keys: &[CustomerKey], status: Option<u16>) -> Vec<Record> {
-        let rings = self.rings.lock().unwrap_or_else(|p| p.into_inner());
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let mut out: Vec<Record> = keys
             .iter()
-            .filter_map(|k| rings.get(k))
+            .filter_map(|k| inner.rings.get(k))
             .flat_map(|r| r.iter())
             .filter(|r| status.is_none_or(|s| r.status == s))
             .cloned()
             .collect();
-        drop(rings);
+        drop(inner);
         out.sort_by_key(|r| std::cmp::Reverse(r.at));
         out
+    }
+
+    /// The last `MINUTES` minutes up to `now` (Unix seconds), oldest first, each with its counts
+    /// (zero for a minute with no request).
+    pub fn last_hour(&self, now: i64) -> Vec<Minute> {
+        let inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let current = now.div_euclid(60);
+        (current - MINUTES as i64 + 1..=current)
+            .map(|minute| {
+                let slot = inner.minutes[minute.rem_euclid(MINUTES as i64) as usize];
+                if slot.minute == minute {
+                    slot
+                } else {
+                    Minute {
+                        minute,
+                        ..Minute::default()
+                    }
+                }
+            })
+            .collect()
     }
 }
 
@@ -123,5 +188,36 @@ fn refusal(e: &EnfError) -> Refusal {
     Refusal {
         message: e.message(),
         fields,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minutes_count_the_last_hour_only() {
+        let j = Journal::default();
+        let key = CustomerKey::parse("ba6a59f4-e692-4724-ba36-c28132c761de");
+        j.record(key, None, Ok(3));
+        j.record(key, None, Err(&EnfError::InvalidCredentials));
+        j.record(None, None, Err(&EnfError::UnsupportedMediaType));
+        let now = crate::timefmt::now();
+        let hour = j.last_hour(now);
+        assert_eq!(hour.len(), MINUTES);
+        let last = hour[MINUTES - 1];
+        // The clock may have turned a minute between recording and reading.
+        let total: (u64, u64) = hour
+            .iter()
+            .fold((0, 0), |t, m| (t.0 + m.accepted, t.1 + m.refused));
+        assert_eq!(total, (3, 2));
+        assert_eq!(last.minute, now / 60);
+        // An hour later, nothing of it is left.
+        assert!(j
+            .last_hour(now + 3600)
+            .iter()
+            .all(|m| m.accepted == 0 && m.refused == 0));
+        // A 403 is counted, never journaled.
+        assert_eq!(j.latest(&[key.unwrap()], None).len(), 1);
     }
 }

@@ -246,6 +246,11 @@ async fn answer(
                     stats: state.store.storage_stats(),
                     events: state.metrics.event_totals(),
                     reputation_loaded: state.reputation.loaded_at(),
+                    hour: state
+                        .journal
+                        .as_ref()
+                        .map(|j| j.last_hour(crate::timefmt::now()))
+                        .unwrap_or_default(),
                 };
                 Ok(html(
                     StatusCode::OK,

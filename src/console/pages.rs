@@ -5,7 +5,7 @@
 use hyper::StatusCode;
 use maud::{html, Markup, DOCTYPE};
 
-use super::journal::Record;
+use super::journal::{Minute, Record};
 use super::session::Session;
 use crate::store::{DomainEntry, OrganizationInfo, Scope, StorageHealth, StorageStats, Verdict};
 
@@ -17,6 +17,8 @@ pub struct Facts {
     pub events: (u64, u64),
     /// When the reputation data in force was loaded, Unix seconds.
     pub reputation_loaded: u64,
+    /// Events accepted and requests refused per minute over the last hour, oldest first.
+    pub hour: Vec<Minute>,
 }
 
 /// What an organization's page shows.
@@ -107,6 +109,47 @@ fn bytes(n: Option<u64>) -> String {
     }
 }
 
+/// Height of the chart's bars' area, and the width of one minute, in SVG units.
+const CHART_HEIGHT: u64 = 100;
+const MINUTE_WIDTH: usize = 10;
+
+/// A bar's height for `n` against the largest `max`.
+fn bar(n: u64, max: u64) -> u64 {
+    if max == 0 {
+        0
+    } else {
+        (n * CHART_HEIGHT).div_ceil(max)
+    }
+}
+
+/// The last hour as an SVG bar chart drawn here: per minute, events accepted (left bar) and
+/// requests refused (right bar), each against its own largest minute.
+fn chart(hour: &[Minute]) -> Markup {
+    let max_accepted = hour.iter().map(|m| m.accepted).max().unwrap_or(0);
+    let max_refused = hour.iter().map(|m| m.refused).max().unwrap_or(0);
+    let accepted: u64 = hour.iter().map(|m| m.accepted).sum();
+    let refused: u64 = hour.iter().map(|m| m.refused).sum();
+    let width = hour.len() * MINUTE_WIDTH;
+    let words = format!(
+        "Last hour: {accepted} events accepted (most in a minute: {max_accepted}), \
+         {refused} event requests refused (most in a minute: {max_refused})"
+    );
+    html! {
+        p id="chart-words" { (words) }
+        svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-labelledby="chart-words"
+            viewBox={ "0 0 " (width) " " (CHART_HEIGHT + 2) } width=(width) height=(CHART_HEIGHT + 2) {
+            line x1="0" y1=(CHART_HEIGHT + 1) x2=(width) y2=(CHART_HEIGHT + 1) class="axis" {}
+            @for (i, m) in hour.iter().enumerate() {
+                @let a = bar(m.accepted, max_accepted);
+                @let r = bar(m.refused, max_refused);
+                rect class="accepted" x=(i * MINUTE_WIDTH) y=(CHART_HEIGHT - a) width="4" height=(a) {}
+                rect class="refused" x=(i * MINUTE_WIDTH + 5) y=(CHART_HEIGHT - r) width="4" height=(r) {}
+            }
+        }
+        p class="legend" { span class="key accepted" {} " events accepted  " span class="key refused" {} " requests refused, per minute, oldest on the left" }
+    }
+}
+
 pub fn overview(
     s: &Session,
     f: &Facts,
@@ -134,6 +177,8 @@ pub fn overview(
                 dt { "Free disk" } dd { (bytes(f.stats.free_bytes)) " of " (bytes(f.stats.filesystem_bytes)) }
                 dt { "Reputation data loaded" } dd { (crate::timefmt::rfc3339(f.reputation_loaded as i64)) }
             }
+            h2 { "Events over the last hour (this server, every organization)" }
+            (chart(&f.hour))
             h2 { "Organizations" }
             table {
                 thead { tr { th scope="col" { "Id" } th scope="col" { "Name" } th scope="col" { "Domains listed" } } }
