@@ -97,7 +97,7 @@ pub struct ServerConfig {
     pub metrics_listen: Option<String>,
     /// The console in the browser (`/console/`) and its sessions' limits; `None`: off
     /// (`--console off`).
-    pub console: Option<crate::console::SessionLimits>,
+    pub console: Option<crate::console::session::SessionLimits>,
 }
 
 impl ServerConfig {
@@ -117,7 +117,7 @@ impl ServerConfig {
             limits: Limits::default(),
             access_log: crate::access::AccessLog::All,
             metrics_listen: None,
-            console: Some(crate::console::SessionLimits::default()),
+            console: Some(crate::console::session::SessionLimits::default()),
         }
     }
 

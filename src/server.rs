@@ -121,8 +121,10 @@ pub async fn run(
         access: crate::access::AccessLogger::new(config.access_log),
         metrics_elsewhere: metrics_listener.is_some(),
         budget: budget.clone(),
-        console: config.console.map(crate::console::Sessions::new),
-        journal: config.console.map(|_| crate::console::Journal::default()),
+        console: config.console.map(crate::console::session::Sessions::new),
+        journal: config
+            .console
+            .map(|_| crate::console::journal::Journal::default()),
     });
 
     let rpz = match &config.rpz {

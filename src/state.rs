@@ -37,9 +37,9 @@ pub struct AppState {
     /// What requests in flight may hold for their bodies and for parsing them.
     pub budget: Arc<crate::budget::MemoryBudget>,
     /// The console's sessions; `None` when the console is off (`--console off`).
-    pub console: Option<crate::console::Sessions>,
+    pub console: Option<crate::console::session::Sessions>,
     /// The console's request journal; `None` when the console is off.
-    pub journal: Option<crate::console::Journal>,
+    pub journal: Option<crate::console::journal::Journal>,
 }
 
 impl AppState {

@@ -182,7 +182,7 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     config.access_log = args.access_log;
     config.metrics_listen = args.metrics_listen.clone();
     config.console = match args.console.as_str() {
-        "on" => Some(crate::console::SessionLimits::default()),
+        "on" => Some(crate::console::session::SessionLimits::default()),
         "off" => None,
         other => return Err(format!("--console {other:?}: expected on or off")),
     };
