@@ -8,6 +8,7 @@
 //! the customer key itself (403) is not journaled: it belongs to no organization, and recording
 //! made-up keys would let anyone fill the journal.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Mutex;
@@ -19,6 +20,9 @@ use crate::store::CustomerKey;
 pub const PER_KEY: usize = 100;
 /// Customer keys journaled at most.
 pub const MAX_KEYS: usize = 10_000;
+/// The message of a refusal naming fields (`EnfError::message` of `Validation`).
+const VALIDATION_MESSAGE: &str = "There were one or more missing or required fields";
+
 /// Field errors kept of one refusal.
 const MAX_FIELDS: usize = 20;
 
@@ -27,14 +31,14 @@ const MAX_FIELDS: usize = 20;
 pub struct FieldProblem {
     /// The event's position in an array body.
     pub index: Option<u32>,
-    pub field: String,
+    pub field: Cow<'static, str>,
     pub problem: &'static str,
 }
 
 /// What a refusal's answer said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    pub message: String,
+    pub message: Cow<'static, str>,
     pub fields: Vec<FieldProblem>,
 }
 
@@ -179,14 +183,18 @@ fn refusal(e: &EnfError) -> Refusal {
             .take(MAX_FIELDS)
             .map(|f| FieldProblem {
                 index: f.index,
-                field: f.field.to_string(),
+                field: f.field.clone(),
                 problem: f.problem,
             })
             .collect(),
         _ => Vec::new(),
     };
     Refusal {
-        message: e.message(),
+        // The validation's words are fixed: no copy of them per refusal.
+        message: match e {
+            EnfError::Validation(_) => Cow::Borrowed(VALIDATION_MESSAGE),
+            _ => Cow::Owned(e.message()),
+        },
         fields,
     }
 }
@@ -217,6 +225,8 @@ mod tests {
             .last_hour(now + 3600)
             .iter()
             .all(|m| m.accepted == 0 && m.refused == 0));
+        // The fixed words kept for a refusal naming fields are the answer's.
+        assert_eq!(EnfError::Validation(vec![]).message(), VALIDATION_MESSAGE);
         // A 403 is counted, never journaled.
         assert_eq!(j.latest(&[key.unwrap()], None).len(), 1);
     }

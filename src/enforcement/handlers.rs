@@ -51,13 +51,14 @@ pub async fn handle(
 ) -> Response<Body> {
     let result = match ep {
         EnfEndpoint::PostEvents => {
-            let r = post_events(state, ctx, body).await;
+            let key = customer_key(ctx);
+            let r = post_events(state, ctx, key, body).await;
             if let Some(why) = r.as_ref().err().and_then(crate::metrics::Refusal::of) {
                 state.metrics.event_request_refused(why);
             }
             if let Some(journal) = &state.journal {
                 let answer = r.as_ref().map(|(_, events)| *events);
-                journal.record(customer_key(ctx), ctx.peer.map(|p| p.ip()), answer);
+                journal.record(key, ctx.peer.map(|p| p.ip()), answer);
             }
             r.map(|(res, _)| res)
         }
@@ -140,13 +141,15 @@ fn admit(state: &AppState, key: &str, bytes: usize) -> Result<(), EnfError> {
         .map_err(EnfError::TooManyRequests)
 }
 
-/// Answers a batch; with the answer, the number of events it held.
+/// Answers a batch sent with `key` (the request's, if well-formed); with the answer, the number
+/// of events it held.
 async fn post_events(
     state: &AppState,
     ctx: &RequestCtx,
+    key: Option<CustomerKey>,
     body: Bytes,
 ) -> Result<(Response<Body>, usize), EnfError> {
-    let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
+    let key = key.ok_or(EnfError::InvalidCredentials)?;
     if state.rate.enabled() {
         organization(state, ctx).await?;
         admit(state, &key, body.len())?;
