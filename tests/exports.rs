@@ -135,6 +135,57 @@ async fn the_files_follow_every_change_of_the_lists() {
     s.stop().await;
 }
 
+/// A round follows a list by the names listed since the last one, and still sees what that does
+/// not show: a name listed under an allow-listed one makes it an exception, and a name removed
+/// while another is listed (in one round, as here most of the time) goes from the files.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_files_follow_names_listed_and_removed_between_rounds() {
+    let s = start(&Format::RESOLVERS).await;
+    let dir = exports_of(&s);
+    let (org, key) = s.create_org("Followed");
+    post(&s, &key, &["a.example", "b.example"]).await;
+    wait_for_lists(&dir, org, &["a.example", "b.example"], &[]).await;
+    let rpz = dir.join(Format::Rpz.file_name(org));
+    let serial = rpz_serial(&read(&rpz).unwrap()).unwrap();
+    let store = s.store();
+    let now = parasol::timefmt::now();
+    // Under no listed name yet: no exception, but the files are rewritten (a new serial).
+    assert!(run(store.allow_add(org, "good.bad.example".into(), now)).unwrap());
+    wait_for("the files rewritten after the allow-list entry", || {
+        serial_after(rpz_serial(&read(&rpz)?)?, serial).then_some(())
+    })
+    .await;
+    post(&s, &key, &["bad.example"]).await;
+    wait_for_lists(
+        &dir,
+        org,
+        &["a.example", "b.example", "bad.example"],
+        &["good.bad.example"],
+    )
+    .await;
+    assert!(run(store.delete_domain_by_name(org, "a.example".into())).unwrap());
+    post(&s, &key, &["c.example"]).await;
+    wait_for_lists(
+        &dir,
+        org,
+        &["b.example", "bad.example", "c.example"],
+        &["good.bad.example"],
+    )
+    .await;
+    // The last name removed and a new one listed in its place.
+    assert!(run(store.delete_domain_by_name(org, "c.example".into())).unwrap());
+    post(&s, &key, &["d.example"]).await;
+    wait_for_lists(
+        &dir,
+        org,
+        &["b.example", "bad.example", "d.example"],
+        &["good.bad.example"],
+    )
+    .await;
+    store.close();
+    s.stop().await;
+}
+
 /// At its start the exporter writes every organization's files in the formats asked for and
 /// removes what would not be written now: files of organizations that no longer exist, files of
 /// formats no longer exported, and temporary files a process left behind. Anything else in the

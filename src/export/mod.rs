@@ -11,6 +11,13 @@
 //!   the database changed at all: `Store::version` is a few microseconds), so any number of
 //!   changes in between cost one rewrite: a million-domain ingest rewrites the files a few times
 //!   a second at most, not a million times.
+//! - A round works on the change, not the whole list: the exporter holds each organization's
+//!   effective list as last written (`Held`) and asks the store only for what was listed after
+//!   its end (`Store::block_list_since`), with the list's length and id sum, which tell whether
+//!   anything else changed (a removal, an entry another node committed behind it); the allow list
+//!   comes along to be compared. Names only added: appended to the held list, their triggers
+//!   merged into the zone (`Zones::apply`), the files written from memory. Anything else: the
+//!   whole list is read again, as at start.
 //! - A round waits while the server is taking writes (commits, large request bodies in flight),
 //!   for as long as the change can still reach the files within `FRESH` (`Pace`): a burst of
 //!   batches is not slowed by a rewrite in its middle, and writes that never pause still see
@@ -43,7 +50,7 @@ use tokio::sync::{oneshot, watch};
 
 pub use formats::Format;
 
-use crate::store::{Store, StoreError};
+use crate::store::{ListCursor, ListRead, Store, StoreError};
 
 /// What `--export-dir`, `--export-formats` and `--export-reload-cmd` ask for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,6 +157,7 @@ async fn run(
         writer,
         zones: rpz.as_ref().map(|p| p.zones()),
         changed_zones: Vec::new(),
+        lists: HashMap::new(),
         known: BTreeSet::new(),
         pending: BTreeSet::new(),
         version: None,
@@ -327,6 +335,9 @@ struct Rounds {
     zones: Option<Arc<crate::rpz::Zones>>,
     /// Organizations whose zones changed in the last round (to be NOTIFYed).
     changed_zones: Vec<i64>,
+    /// The effective block list of each organization whose files or zone were written, as
+    /// written: a round reads only what was listed since, and rewrites from this.
+    lists: HashMap<i64, Held>,
     /// Organizations whose files were written.
     known: BTreeSet<i64>,
     /// Organizations whose files are still to be written (or removed): a failed round's.
@@ -376,8 +387,8 @@ impl Rounds {
         let mut failure = None;
         for org in std::mem::take(&mut self.pending) {
             let result = if orgs.contains(&org) {
-                match self.store.effective_block_list(org).await {
-                    Ok((blocked, exceptions)) => self.write(org, blocked, exceptions).await,
+                match self.read(org).await {
+                    Ok(change) => self.write(org, change).await,
                     Err(StoreError::NotFound) => self.remove(org).await,
                     Err(e) => Err(store_failure(e)),
                 }
@@ -422,41 +433,165 @@ impl Rounds {
     }
 }
 
-impl Rounds {
-    /// Writes the organization's files and updates its zone.
-    async fn write(
-        &mut self,
-        org: i64,
+/// What the exporter holds of an organization's effective block list between rounds.
+struct Held {
+    /// The list's last entry read, and the list's length and sum of ids then (see `ListRead`).
+    cursor: Option<ListCursor>,
+    count: i64,
+    id_sum: i64,
+    /// The allow list it was read with.
+    allowed: Vec<String>,
+    /// Listed names the allow list does not cover, in list order; the exceptions, sorted.
+    blocked: Arc<Vec<String>>,
+    exceptions: Arc<Vec<String>>,
+}
+
+impl Held {
+    /// Whether `read` (after this list's cursor) holds everything listed since: the list has as
+    /// many entries with as many ids as this holds and `read` brings, and the allow list is the
+    /// same. Anything else (a name removed, an entry committed behind the cursor by another
+    /// node, an allow-list edit) needs the whole list.
+    fn follows(&self, read: &ListRead) -> bool {
+        !read.whole
+            && read.count == self.count + read.names.len() as i64
+            && read.id_sum == self.id_sum.wrapping_add(read.names_id_sum)
+            && read.allowed == self.allowed
+    }
+}
+
+/// How a round changes an organization's list.
+enum Change {
+    /// The whole list, read anew.
+    Whole(Held),
+    /// Names listed at its end, not covered by the allow list; the exceptions now; where the
+    /// list ends now.
+    Appended {
         blocked: Vec<String>,
         exceptions: Vec<String>,
-    ) -> Result<(), String> {
-        let (blocked, exceptions) = match &self.zones {
-            Some(zones) => {
-                // Sorting a large list into triggers takes a while: off the runtime's threads.
-                let zones = zones.clone();
-                let for_files = self.writer.is_some();
-                let (changed, lists) = tokio::task::spawn_blocking(move || {
-                    let (entries, lists) = if for_files {
-                        let entries =
-                            crate::rpz::zone::entries_of(blocked.clone(), exceptions.clone());
-                        (entries, Some((blocked, exceptions)))
-                    } else {
-                        (crate::rpz::zone::entries_of(blocked, exceptions), None)
-                    };
-                    zones.update(org, entries).map(|changed| (changed, lists))
-                })
-                .await
-                .map_err(|e| format!("the zone update failed: {e}"))??;
-                if changed {
-                    self.changed_zones.push(org);
-                }
-                match lists {
-                    Some(lists) => lists,
-                    None => return Ok(()),
-                }
+        read: ListRead,
+    },
+}
+
+/// The names of `names` the allow list does not cover.
+fn not_covered(names: Vec<String>, allowed: &[String]) -> Vec<String> {
+    if allowed.is_empty() {
+        return names;
+    }
+    let allowed: std::collections::HashSet<&str> = allowed.iter().map(String::as_str).collect();
+    names
+        .into_iter()
+        .filter(|n| !crate::names::self_and_parents(n).any(|p| allowed.contains(p)))
+        .collect()
+}
+
+impl Rounds {
+    /// Reads what changed in the organization's list since the last round: the names listed
+    /// after the held list's end when that is all that changed, else the whole list.
+    async fn read(&self, org: i64) -> Result<Change, StoreError> {
+        if let Some(held) = self.lists.get(&org) {
+            let read = self.store.block_list_since(org, held.cursor).await?;
+            if held.follows(&read) {
+                let blocked = not_covered(read.names, &read.allowed);
+                let exceptions = read.exceptions.clone();
+                let read = ListRead {
+                    names: Vec::new(),
+                    ..read
+                };
+                return Ok(Change::Appended {
+                    blocked,
+                    exceptions,
+                    read,
+                });
             }
-            None => (blocked, exceptions),
+        }
+        let read = self.store.block_list_since(org, None).await?;
+        Ok(Change::Whole(Held {
+            cursor: read.last,
+            count: read.count,
+            id_sum: read.id_sum,
+            blocked: Arc::new(not_covered(read.names, &read.allowed)),
+            exceptions: Arc::new(read.exceptions),
+            allowed: read.allowed,
+        }))
+    }
+
+    /// Brings the organization's files and zone to the list `change` leads to.
+    async fn write(&mut self, org: i64, change: Change) -> Result<(), String> {
+        let mut held = match change {
+            Change::Whole(held) => {
+                self.lists.remove(&org);
+                let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
+                self.write_whole(org, blocked, exceptions).await?;
+                held
+            }
+            Change::Appended {
+                blocked,
+                exceptions,
+                read,
+            } => {
+                let Some(mut held) = self.lists.remove(&org) else {
+                    return Err("the list of the organization is not held".into());
+                };
+                let new_exceptions = exceptions != *held.exceptions;
+                if blocked.is_empty() && !new_exceptions {
+                    held.cursor = read.last;
+                    self.lists.insert(org, held);
+                    return Ok(());
+                }
+                if let Some(zones) = &self.zones {
+                    let (removed, added) =
+                        appended_triggers(&blocked, &held.exceptions, &exceptions);
+                    let zones = zones.clone();
+                    let changed =
+                        tokio::task::spawn_blocking(move || zones.apply(org, removed, added))
+                            .await
+                            .map_err(|e| format!("the zone update failed: {e}"))??;
+                    if changed {
+                        self.changed_zones.push(org);
+                    }
+                }
+                Arc::make_mut(&mut held.blocked).extend(blocked);
+                if new_exceptions {
+                    held.exceptions = Arc::new(exceptions);
+                }
+                (held.cursor, held.count, held.id_sum) = (read.last, read.count, read.id_sum);
+                if let Some(w) = &self.writer {
+                    w.write(org, held.blocked.clone(), held.exceptions.clone())
+                        .await?;
+                }
+                held
+            }
         };
+        if self.writer.is_none() {
+            // Only the files are written from the held names; the zone holds its own.
+            held.blocked = Arc::default();
+        }
+        self.lists.insert(org, held);
+        Ok(())
+    }
+
+    /// Writes the organization's files and updates its zone from its whole list.
+    async fn write_whole(
+        &mut self,
+        org: i64,
+        blocked: Arc<Vec<String>>,
+        exceptions: Arc<Vec<String>>,
+    ) -> Result<(), String> {
+        if let Some(zones) = &self.zones {
+            // Sorting a large list into triggers takes a while: off the runtime's threads.
+            let zones = zones.clone();
+            let lists = (blocked.clone(), exceptions.clone());
+            let changed = tokio::task::spawn_blocking(move || {
+                let entries = crate::rpz::zone::entries_of(lists.0.to_vec(), lists.1.to_vec());
+                drop(lists);
+                zones.update(org, entries)
+            })
+            .await
+            .map_err(|e| format!("the zone update failed: {e}"))??;
+            if changed {
+                self.changed_zones.push(org);
+            }
+        }
         match &self.writer {
             Some(w) => w.write(org, blocked, exceptions).await,
             None => Ok(()),
@@ -465,6 +600,7 @@ impl Rounds {
 
     /// Removes the organization's files and zone.
     async fn remove(&mut self, org: i64) -> Result<(), String> {
+        self.lists.remove(&org);
         if let Some(zones) = &self.zones {
             zones.remove(org);
         }
@@ -473,6 +609,34 @@ impl Rounds {
             None => Ok(()),
         }
     }
+}
+
+/// The zone's change when `blocked` names are listed at the end of a list and its exceptions go
+/// from `before` to `after` (both sorted): the new names' triggers, and the exceptions' that
+/// came or went.
+fn appended_triggers(
+    blocked: &[String],
+    before: &[String],
+    after: &[String],
+) -> (Vec<crate::rpz::zone::Entry>, Vec<crate::rpz::zone::Entry>) {
+    use crate::rpz::zone::Action;
+    let passthru = |n: &String| (Box::from(n.as_str()), Action::Passthru);
+    let removed = before
+        .iter()
+        .filter(|n| after.binary_search(n).is_err())
+        .map(passthru)
+        .collect();
+    let mut added: Vec<_> = after
+        .iter()
+        .filter(|n| before.binary_search(n).is_err())
+        .map(passthru)
+        .collect();
+    added.extend(
+        blocked
+            .iter()
+            .map(|n| (Box::from(n.as_str()), Action::Block)),
+    );
+    (removed, added)
 }
 
 fn store_failure(e: StoreError) -> String {
@@ -485,8 +649,8 @@ fn store_failure(e: StoreError) -> String {
 enum Job {
     Write {
         org: i64,
-        blocked: Vec<String>,
-        exceptions: Vec<String>,
+        blocked: Arc<Vec<String>>,
+        exceptions: Arc<Vec<String>>,
         reply: oneshot::Sender<Result<(), String>>,
     },
     Remove {
@@ -562,8 +726,8 @@ impl FileWriter {
     async fn write(
         &self,
         org: i64,
-        blocked: Vec<String>,
-        exceptions: Vec<String>,
+        blocked: Arc<Vec<String>>,
+        exceptions: Arc<Vec<String>>,
     ) -> Result<(), String> {
         self.call(|reply| Job::Write {
             org,
@@ -620,8 +784,11 @@ impl Files {
                 exceptions,
                 reply,
             } => {
-                let _ = reply.send(self.write(org, &blocked, &exceptions));
+                let written = self.write(org, &blocked, &exceptions);
+                // Let go of the lists before answering: the exporter extends them in place
+                // next round, which it can do only while it holds them alone.
                 drop((blocked, exceptions));
+                let _ = reply.send(written);
             }
             Job::Remove { org, reply } => {
                 let _ = reply.send(self.remove(org));
@@ -871,6 +1038,64 @@ mod tests {
     use super::*;
 
     const MS: Duration = Duration::from_millis(1);
+
+    /// A held list is followed by what was read after it only when the list's length and id
+    /// sum are what the held entries and the new ones make, and the allow list is the same.
+    #[test]
+    fn a_held_list_is_followed_only_when_the_rest_is_unchanged() {
+        let held = Held {
+            cursor: Some(ListCursor {
+                position: 3,
+                id: 30,
+            }),
+            count: 3,
+            id_sum: 60,
+            allowed: vec!["ok.example".into()],
+            blocked: Arc::default(),
+            exceptions: Arc::default(),
+        };
+        let read = |count: i64, id_sum: i64, names: &[(&str, i64)], allowed: &[&str]| ListRead {
+            whole: false,
+            names: names.iter().map(|n| n.0.to_string()).collect(),
+            names_id_sum: names.iter().map(|n| n.1).sum(),
+            count,
+            id_sum,
+            last: None,
+            allowed: allowed.iter().map(|a| a.to_string()).collect(),
+            exceptions: Vec::new(),
+        };
+        let ok = ["ok.example"];
+        assert!(held.follows(&read(3, 60, &[], &ok)));
+        assert!(held.follows(&read(4, 101, &[("new.example", 41)], &ok)));
+        // One removed, one listed: as many entries, not the same ids.
+        assert!(!held.follows(&read(3, 51, &[("new.example", 41)], &ok)));
+        // One committed behind the cursor (another node), one removed: the ids tell.
+        assert!(!held.follows(&read(3, 55, &[], &ok)));
+        assert!(!held.follows(&read(4, 101, &[("new.example", 41)], &[])));
+        let mut whole = read(3, 60, &[], &ok);
+        whole.whole = true;
+        assert!(!held.follows(&whole));
+    }
+
+    /// The triggers of names listed at the end and of exceptions that came and went.
+    #[test]
+    fn appended_names_and_changed_exceptions_make_the_zones_change() {
+        use crate::rpz::zone::Action;
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let (removed, added) = appended_triggers(
+            &s(&["new.example"]),
+            &s(&["a.x.example", "b.x.example"]),
+            &s(&["b.x.example", "c.x.example"]),
+        );
+        assert_eq!(removed, vec![(Box::from("a.x.example"), Action::Passthru)]);
+        assert_eq!(
+            added,
+            vec![
+                (Box::from("c.x.example"), Action::Passthru),
+                (Box::from("new.example"), Action::Block)
+            ]
+        );
+    }
 
     /// A pace as the exporter's first round, which took `took`, leaves it at `t0`.
     fn after_first_round(t0: Instant, took: Duration) -> Pace {

@@ -124,6 +124,26 @@ fn diff(old: &[Entry], new: &[Entry]) -> (Vec<Entry>, Vec<Entry>) {
     (removed, added)
 }
 
+/// `old` (sorted, each name once) without `removed` and with `added` (both sorted): a trigger in
+/// both `removed` and `added` under one name (its action changed) ends up as `added` has it.
+fn merge(old: &[Entry], removed: &[Entry], added: &[Entry]) -> Vec<Entry> {
+    let mut out = Vec::with_capacity(old.len() + added.len());
+    let mut gone = removed.iter().peekable();
+    let mut new = added.iter().peekable();
+    for e in old {
+        while gone.next_if(|r| r.0 < e.0).is_some() {}
+        let drop = gone.next_if(|r| *r == e).is_some();
+        while let Some(a) = new.next_if(|a| a.0 <= e.0) {
+            out.push(a.clone());
+        }
+        if !drop && out.last().is_none_or(|l| l.0 != e.0) {
+            out.push(e.clone());
+        }
+    }
+    out.extend(new.cloned());
+    out
+}
+
 impl Zones {
     /// No zones yet, none kept on disk; serials start above the clock.
     pub fn in_memory() -> Zones {
@@ -217,7 +237,51 @@ impl Zones {
                 return Ok(true);
             }
         }
-        let serial = self.round_serial(&mut state)?;
+        self.change(&mut state, org, removed, added, entries, digest)?;
+        Ok(true)
+    }
+
+    /// The organization's effective block list changed by this: `removed` triggers taken out
+    /// (each one in the zone) and `added` ones put in (each name not in the zone, or in it with
+    /// the other action and among `removed`). The zone's triggers are merged with the change
+    /// rather than compared with a whole new list, so a round costs the change and one pass over
+    /// the zone. Returns whether the zone changed; `false` for an organization without a zone
+    /// (`update` makes it).
+    pub fn apply(
+        &self,
+        org: i64,
+        mut removed: Vec<Entry>,
+        mut added: Vec<Entry>,
+    ) -> Result<bool, String> {
+        if removed.is_empty() && added.is_empty() {
+            return Ok(false);
+        }
+        removed.sort();
+        added.sort();
+        // Merged outside the lock: transfers keep reading the zone meanwhile (only the
+        // exporter's task changes zones, one round at a time).
+        let Some((_, old)) = self.snapshot(org) else {
+            return Ok(false);
+        };
+        let entries = merge(&old, &removed, &added);
+        drop(old);
+        let digest = journal::digest(&entries);
+        let mut state = self.state();
+        self.change(&mut state, org, removed, added, entries, digest)?;
+        Ok(true)
+    }
+
+    /// Records a zone's new version: a new serial for the round, the difference journaled.
+    fn change(
+        &self,
+        state: &mut State,
+        org: i64,
+        removed: Vec<Entry>,
+        added: Vec<Entry>,
+        entries: Vec<Entry>,
+        digest: Digest,
+    ) -> Result<(), String> {
+        let serial = self.round_serial(state)?;
         let entries = Arc::new(entries);
         state.dirty.insert(org);
         match state.zones.get_mut(&org) {
@@ -256,7 +320,7 @@ impl Zones {
                 );
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// The organization no longer exists: its zone goes (its file at the end of the round).
@@ -398,6 +462,51 @@ mod tests {
         ));
         assert!(zones.remove(1));
         assert!(zones.snapshot(1).is_none());
+    }
+
+    /// Merging a change gives the zone a whole new list would: the same triggers, the same
+    /// journaled difference.
+    #[test]
+    fn a_change_merged_is_the_same_as_the_list_compared_whole() {
+        let before = e(&[
+            ("a.test", Action::Block),
+            ("b.test", Action::Passthru),
+            ("d.test", Action::Block),
+        ]);
+        let after = e(&[
+            ("0.test", Action::Block),
+            ("a.test", Action::Block),
+            ("c.test", Action::Block),
+            ("d.test", Action::Passthru),
+            ("z.test", Action::Block),
+        ]);
+        let (removed, added) = diff(&before, &after);
+        assert_eq!(merge(&before, &removed, &added), after);
+        let (merged, whole) = (Zones::in_memory(), Zones::in_memory());
+        for z in [&merged, &whole] {
+            z.update(1, before.clone()).unwrap();
+            z.end_round().unwrap();
+        }
+        let s1 = merged.serial(1).unwrap();
+        // Unsorted, as the exporter hands them over.
+        let (mut r, mut a) = (removed.clone(), added.clone());
+        r.reverse();
+        a.reverse();
+        assert!(merged.apply(1, r, a).unwrap());
+        assert!(whole.update(1, after.clone()).unwrap());
+        assert!(!merged.apply(1, Vec::new(), Vec::new()).unwrap());
+        assert!(!merged.apply(2, Vec::new(), added.clone()).unwrap());
+        let (m, w) = (merged.state(), whole.state());
+        let (m, w) = (&m.zones[&1], &w.zones[&1]);
+        assert_eq!(*m.entries, after);
+        assert_eq!(m.digest, w.digest);
+        let (Transfer::Deltas(dm), Transfer::Deltas(dw)) = (m.since(s1), w.since(s1)) else {
+            panic!("no deltas")
+        };
+        assert_eq!(
+            (&dm[0].removed, &dm[0].added),
+            (&dw[0].removed, &dw[0].added)
+        );
     }
 
     #[test]

@@ -102,6 +102,11 @@ operations! {
     /// the allow-listed names under a listed one, from one snapshot. A long read no request waits
     /// for: an engine that can runs it at a background priority.
     fn effective_block_list(&self, org: i64) -> (Vec<String>, Vec<String>);
+    /// The organization's listed names after `after` (all of them if `None` or if the cursor's
+    /// entry is gone), the list's length, ids' sum and last entry, its allow list and exceptions,
+    /// from one snapshot: what the exporter needs to follow a list by its changes instead of
+    /// reading it whole every time. A background read like `effective_block_list`.
+    fn block_list_since(&self, org: i64, after: Option<ListCursor>) -> ListRead;
     /// The organizations whose effective block list may have changed since the last call (see
     /// `Store::track_list_changes`), forgotten as they are returned; organizations deleted
     /// meanwhile are among them.

@@ -476,6 +476,39 @@ pub struct DomainEntry {
 
 // ------------------------------------------------------------------ enforcement on the appliance
 
+/// Where a reader of the domain list got to: the last entry it read, by its position in list
+/// order (SQLite's `seq`, PostgreSQL's id) and its id (never given again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListCursor {
+    pub position: i64,
+    pub id: i64,
+}
+
+/// An organization's domain list read after a cursor (`Store::block_list_since`), with what a
+/// reader needs to tell whether the entries it already holds are still all the others.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ListRead {
+    /// `names` is the whole list: no cursor was given, or its entry is gone (removed, or its
+    /// position given to another entry).
+    pub whole: bool,
+    /// The listed names after the cursor (all of them if `whole`), in list order, the allow list
+    /// not applied.
+    pub names: Vec<String>,
+    /// The sum of their ids.
+    pub names_id_sum: i64,
+    /// The length of the whole list, and the sum of all its ids: a reader holding the
+    /// entries up to the cursor holds all the others if its own count and sum plus `names`'
+    /// make these.
+    pub count: i64,
+    pub id_sum: i64,
+    /// The list's last entry, if any.
+    pub last: Option<ListCursor>,
+    /// The allow list, sorted.
+    pub allowed: Vec<String>,
+    /// The allow-listed names under a listed one, sorted.
+    pub exceptions: Vec<String>,
+}
+
 /// The verdict on one name for one organization.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

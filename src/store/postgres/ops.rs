@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use super::{classify, Db, Postgres};
 use crate::names::self_and_parents;
-use crate::store::rules::allow::Allow;
+use crate::store::rules::allow::{Allow, List};
 use crate::store::*;
 
 /// Levels of the paging counts: (level, log2 of the ids per block). See `schema-postgres.sql`.
@@ -781,6 +781,66 @@ impl Backend for Postgres {
                     .collect();
                 exceptions.sort();
                 Ok((blocked, exceptions))
+            })
+        })
+        .await
+    }
+
+    async fn block_list_since(&self, org: i64, after: Option<ListCursor>) -> Result<ListRead> {
+        // Positions are ids here (never given again): the cursor holds while its entry exists.
+        self.snapshot(move |db| {
+            Box::pin(async move {
+                if !organization_exists(db, org).await? {
+                    return Err(StoreError::NotFound);
+                }
+                let from = match after {
+                    Some(c) => db
+                        .opt(
+                            "SELECT id FROM domains WHERE organization_id = $1 AND id = $2",
+                            &[&org, &c.id],
+                        )
+                        .await?
+                        .map(|_| c.id),
+                    None => None,
+                };
+                let mut read = ListRead {
+                    whole: from.is_none(),
+                    ..ListRead::default()
+                };
+                let rows = db
+                    .rows(
+                        "SELECT id, name FROM domains WHERE organization_id = $1 AND id > $2 \
+                         ORDER BY id",
+                        &[&org, &from.unwrap_or(i64::MIN)],
+                    )
+                    .await?;
+                for r in &rows {
+                    let id: i64 = r.get(0);
+                    read.names.push(r.get(1));
+                    read.names_id_sum = read.names_id_sum.wrapping_add(id);
+                    read.last = Some(ListCursor { position: id, id });
+                }
+                drop(rows);
+                let totals = db
+                    .one(
+                        "SELECT count(*), coalesce(sum(id), 0)::bigint FROM domains \
+                         WHERE organization_id = $1",
+                        &[&org],
+                    )
+                    .await?;
+                (read.count, read.id_sum) = (totals.get(0), totals.get(1));
+                if read.last.is_none() {
+                    read.last = after.filter(|_| from.is_some());
+                }
+                read.allowed = db.allowed(org).await?;
+                for a in &read.allowed {
+                    let parents: Vec<&str> = self_and_parents(a).skip(1).collect();
+                    if !db.present(org, List::Listed, &parents).await?.is_empty() {
+                        read.exceptions.push(a.clone());
+                    }
+                }
+                read.exceptions.sort();
+                Ok(read)
             })
         })
         .await

@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::names::self_and_parents;
 use crate::store::rules::allow::{Allow, List};
 use crate::store::rules::Rows;
-use crate::store::Result;
+use crate::store::{ListCursor, ListRead, Result};
 
 impl Allow for Connection {
     async fn insert_allowed(&self, org: i64, name: &str, now: i64) -> Result<bool> {
@@ -83,10 +83,21 @@ pub fn effective(conn: &Connection, org: i64) -> Result<(Vec<String>, Vec<String
             blocked.push(name);
         }
     }
+    let exceptions = exceptions(conn, org, allowed.iter())?;
+    Ok((blocked, exceptions))
+}
+
+/// The allow-listed names (of `allowed`) under a listed name, sorted: looked up name by name
+/// (allow lists are short).
+fn exceptions<'a>(
+    conn: &Connection,
+    org: i64,
+    allowed: impl Iterator<Item = &'a String>,
+) -> Result<Vec<String>> {
     let mut listed =
         conn.prepare_cached("SELECT 1 FROM domains WHERE organization_id = ?1 AND name = ?2")?;
     let mut exceptions = Vec::new();
-    for a in &allowed {
+    for a in allowed {
         for parent in self_and_parents(a).skip(1) {
             if listed
                 .query_row(params![org, parent], |_| Ok(()))
@@ -99,7 +110,49 @@ pub fn effective(conn: &Connection, org: i64) -> Result<(Vec<String>, Vec<String
         }
     }
     exceptions.sort();
-    Ok((blocked, exceptions))
+    Ok(exceptions)
+}
+
+/// `Store::block_list_since`, inside the caller's read transaction. Positions are `seq`, which
+/// the last entry's successor may take again once that entry is removed: the cursor holds only
+/// while the entry at its position is still the one with its id.
+pub fn list_since(conn: &Connection, org: i64, after: Option<ListCursor>) -> Result<ListRead> {
+    let from = match after {
+        Some(c) => conn
+            .prepare_cached("SELECT id FROM domains WHERE organization_id = ?1 AND seq = ?2")?
+            .query_row(params![org, c.position], |r| r.get::<_, i64>(0))
+            .optional()?
+            .filter(|id| *id == c.id)
+            .map(|_| c.position),
+        None => None,
+    };
+    let mut read = ListRead {
+        whole: from.is_none(),
+        ..ListRead::default()
+    };
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, id, name FROM domains WHERE organization_id = ?1 AND seq > ?2 ORDER BY seq",
+    )?;
+    let mut rows = stmt.query(params![org, from.unwrap_or(i64::MIN)])?;
+    while let Some(r) = rows.next()? {
+        let (position, id) = (r.get(0)?, r.get(1)?);
+        read.names.push(r.get(2)?);
+        read.names_id_sum = read.names_id_sum.wrapping_add(id);
+        read.last = Some(ListCursor { position, id });
+    }
+    drop(rows);
+    let (count, id_sum) = conn
+        .prepare_cached(
+            "SELECT count(*), coalesce(sum(id), 0) FROM domains WHERE organization_id = ?1",
+        )?
+        .query_row(params![org], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    (read.count, read.id_sum) = (count, id_sum);
+    if read.last.is_none() {
+        read.last = after.filter(|_| from.is_some());
+    }
+    read.allowed = allow_list(conn, org)?;
+    read.exceptions = exceptions(conn, org, read.allowed.iter())?;
+    Ok(read)
 }
 
 #[cfg(test)]

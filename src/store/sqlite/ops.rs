@@ -169,4 +169,14 @@ impl Backend for Sqlite {
         })
         .await
     }
+
+    async fn block_list_since(&self, org: i64, after: Option<ListCursor>) -> Result<ListRead> {
+        self.read_background(move |c| {
+            if !tenants::organization_exists(c, org)? {
+                return Err(StoreError::NotFound);
+            }
+            blocking::list_since(c, org, after)
+        })
+        .await
+    }
 }

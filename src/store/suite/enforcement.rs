@@ -375,3 +375,70 @@ fn search_domains_pages_through_a_prefix_in_name_order() {
         assert!(search("zz", "", 10).await.is_empty());
     });
 }
+
+/// `block_list_since`: the names after a cursor with the whole list's length and id sum (what
+/// tells a reader that its held entries are still all the others), the whole list when the
+/// cursor's entry is gone, the allow list and exceptions, and not found for a deleted
+/// organization.
+#[test]
+fn the_list_is_read_after_a_cursor_with_what_shows_the_rest_unchanged() {
+    on_each_engine("list_since", |s| async move {
+        let a = organization(&s, "a").await;
+        let whole = s.block_list_since(a.id, None).await.unwrap();
+        assert!(whole.whole && whole.names.is_empty() && whole.last.is_none());
+        assert_eq!((whole.count, whole.id_sum), (0, 0));
+        listed(&s, &a.customer_key, &["one.example", "two.example"], 1).await;
+        let first = s.block_list_since(a.id, None).await.unwrap();
+        assert!(first.whole);
+        assert_eq!(first.names, ["one.example", "two.example"]);
+        assert_eq!((first.count, first.id_sum), (2, first.names_id_sum));
+        let cursor = first.last.unwrap();
+        // Nothing listed since.
+        let none = s.block_list_since(a.id, Some(cursor)).await.unwrap();
+        assert!(!none.whole && none.names.is_empty());
+        assert_eq!(
+            (none.count, none.id_sum, none.last),
+            (2, first.id_sum, Some(cursor))
+        );
+        // Names listed since, with an allow-listed one under a listed name: the names come
+        // unfiltered, the exception is named.
+        listed(&s, &a.customer_key, &["x.one.example", "three.example"], 2).await;
+        s.allow_add(a.id, "x.one.example".into(), 2).await.unwrap();
+        let since = s.block_list_since(a.id, Some(cursor)).await.unwrap();
+        assert!(!since.whole);
+        assert_eq!(since.names, ["x.one.example", "three.example"]);
+        assert_eq!(since.count, 4);
+        assert_eq!(since.id_sum, first.id_sum + since.names_id_sum);
+        assert_eq!(since.allowed, ["x.one.example"]);
+        assert_eq!(since.exceptions, ["x.one.example"]);
+        // A name before the cursor removed: the count and sum no longer add up.
+        let cursor = since.last.unwrap();
+        assert!(s
+            .delete_domain_by_name(a.id, "two.example".into())
+            .await
+            .unwrap());
+        let after = s.block_list_since(a.id, Some(cursor)).await.unwrap();
+        assert!(!after.whole && after.names.is_empty());
+        assert_eq!(after.count, 3);
+        assert_ne!(after.id_sum, since.id_sum);
+        // The cursor's own entry removed, then a name listed (which may take its position): the
+        // whole list.
+        assert!(s
+            .delete_domain_by_name(a.id, "three.example".into())
+            .await
+            .unwrap());
+        listed(&s, &a.customer_key, &["four.example"], 3).await;
+        let again = s.block_list_since(a.id, Some(cursor)).await.unwrap();
+        assert!(again.whole);
+        assert_eq!(
+            again.names,
+            ["one.example", "x.one.example", "four.example"]
+        );
+        assert_eq!((again.count, again.id_sum), (3, again.names_id_sum));
+        assert!(s.delete_organization(a.id).await.unwrap());
+        assert_eq!(
+            s.block_list_since(a.id, Some(cursor)).await,
+            Err(StoreError::NotFound)
+        );
+    });
+}
