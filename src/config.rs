@@ -95,6 +95,9 @@ pub struct ServerConfig {
     /// Serve `/metrics` (and the health paths) on this address, over plain HTTP, instead of on
     /// the main listener.
     pub metrics_listen: Option<String>,
+    /// The console in the browser (`/console/`) and its sessions' limits; `None`: off
+    /// (`--console off`).
+    pub console: Option<crate::console::session::SessionLimits>,
 }
 
 impl ServerConfig {
@@ -114,6 +117,7 @@ impl ServerConfig {
             limits: Limits::default(),
             access_log: crate::access::AccessLog::All,
             metrics_listen: None,
+            console: Some(crate::console::session::SessionLimits::default()),
         }
     }
 

@@ -99,7 +99,7 @@ impl EnfError {
         }
     }
 
-    fn message(&self) -> String {
+    pub fn message(&self) -> String {
         match self {
             EnfError::BadRequest(m) => m.clone(),
             EnfError::Validation(_) => "There were one or more missing or required fields".into(),

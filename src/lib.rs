@@ -6,6 +6,7 @@ pub mod budget;
 pub mod bulk;
 pub mod cli;
 pub mod config;
+pub mod console;
 pub mod datadir;
 pub mod demo;
 pub mod enforcement;

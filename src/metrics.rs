@@ -275,6 +275,16 @@ impl Metrics {
             .fetch_add(not_listed as u64, Ordering::Relaxed);
     }
 
+    /// Events accepted, and event requests refused, since start (the console's overview).
+    pub fn event_totals(&self) -> (u64, u64) {
+        let refused = self
+            .refusals
+            .iter()
+            .map(|r| r.load(Ordering::Relaxed))
+            .sum();
+        (self.events_accepted.load(Ordering::Relaxed), refused)
+    }
+
     pub fn event_request_refused(&self, why: Refusal) {
         let i = Refusal::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.refusals[i].fetch_add(1, Ordering::Relaxed);

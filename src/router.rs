@@ -30,6 +30,33 @@ pub enum Endpoint {
     Mgmt(MgmtEndpoint),
     /// Parasol's own paths, outside both interfaces (no authentication).
     Own(OwnEndpoint),
+    /// The console in the browser (`/console/...`): HTML pages behind a session.
+    Console(ConsoleEndpoint),
+}
+
+/// The console's pages and forms (`/console/...`). Pages are GET; every change is a POST of a
+/// form carrying the session's CSRF token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConsoleEndpoint {
+    /// `GET /console/`: the overview, or the sign-in form without a session.
+    Overview,
+    /// `GET /console/style.css`: the stylesheet, served by the binary.
+    Style,
+    /// `POST /console/signin`: an API key and secret.
+    SignIn,
+    /// `POST /console/signout`.
+    SignOut,
+    /// `GET /console/organizations/{id}`: its domain list (searched by name), allow list and
+    /// the decision on one name.
+    Organization(i64),
+    /// `GET /console/organizations/{id}/journal`: its latest enforcement requests.
+    Journal(i64),
+    /// `POST /console/organizations/{id}/domains/delete`.
+    DeleteDomain(i64),
+    /// `POST /console/organizations/{id}/allowlist/add`.
+    AllowAdd(i64),
+    /// `POST /console/organizations/{id}/allowlist/remove`.
+    AllowRemove(i64),
 }
 
 /// Parasol's own paths (decisions.md), for operators and integrators: health, readiness,
@@ -294,9 +321,16 @@ impl Row {
             "enforcement"
         } else if self.template.starts_with("/v1/") || self.template.starts_with("/parasol/v1/") {
             "management"
+        } else if self.is_console() {
+            "console"
         } else {
             "parasol"
         }
+    }
+
+    /// A page or form of the console: HTML, not part of either interface's document.
+    pub fn is_console(&self) -> bool {
+        self.template.starts_with("/console")
     }
 }
 
@@ -329,7 +363,7 @@ fn parasol(p: &Params, ep: ParasolEndpoint) -> Endpoint {
 #[rustfmt::skip]
 pub static ROUTES: &[Row] = {
     use Verb::*;
-    use Endpoint::{Enf, Own};
+    use Endpoint::{Console, Enf, Own};
     use EnfEndpoint::*;
     use OrgEndpoint::*;
     use ProviderEndpoint::Customers;
@@ -399,6 +433,16 @@ pub static ROUTES: &[Row] = {
         row(Get, "/readyz", |_| Own(OwnEndpoint::Readyz)),
         row(Get, "/metrics", |_| Own(OwnEndpoint::Metrics)),
         row(Get, "/openapi.yaml", |_| Own(OwnEndpoint::OpenApi)),
+
+        row(Get, "/console", |_| Console(ConsoleEndpoint::Overview)),
+        row(Get, "/console/style.css", |_| Console(ConsoleEndpoint::Style)),
+        row(Post, "/console/signin", |_| Console(ConsoleEndpoint::SignIn)),
+        row(Post, "/console/signout", |_| Console(ConsoleEndpoint::SignOut)),
+        row(Get, "/console/organizations/{organizationId}", |p| Console(ConsoleEndpoint::Organization(p.id(0)))),
+        row(Get, "/console/organizations/{organizationId}/journal", |p| Console(ConsoleEndpoint::Journal(p.id(0)))),
+        row(Post, "/console/organizations/{organizationId}/domains/delete", |p| Console(ConsoleEndpoint::DeleteDomain(p.id(0)))),
+        row(Post, "/console/organizations/{organizationId}/allowlist/add", |p| Console(ConsoleEndpoint::AllowAdd(p.id(0)))),
+        row(Post, "/console/organizations/{organizationId}/allowlist/remove", |p| Console(ConsoleEndpoint::AllowRemove(p.id(0)))),
     ]
 };
 
@@ -406,10 +450,12 @@ pub static ROUTES: &[Row] = {
 pub const ROUTE_KINDS: usize = ROUTES.len();
 
 /// Every route the server answers: its method and path template, as the OpenAPI document lists
-/// them (HEAD, answered wherever GET is, is not listed).
+/// them (HEAD, answered wherever GET is, is not listed; nor are the console's pages, which are
+/// for a browser, not an interface).
 pub fn routes() -> Vec<(Method, &'static str)> {
     ROUTES
         .iter()
+        .filter(|r| !r.is_console())
         .map(|r| (r.verb.method(), r.template))
         .collect()
 }
@@ -570,7 +616,7 @@ impl Route {
     pub fn interface(&self) -> Interface {
         match self.endpoint {
             Endpoint::Mgmt(_) => Interface::Management,
-            Endpoint::Enf(_) | Endpoint::Own(_) => Interface::Enforcement,
+            Endpoint::Enf(_) | Endpoint::Own(_) | Endpoint::Console(_) => Interface::Enforcement,
         }
     }
 
@@ -635,6 +681,52 @@ mod tests {
 
     fn r(m: Method, p: &str) -> Result<Endpoint, RouteError> {
         route(&m, p).map(|r| r.endpoint)
+    }
+
+    #[test]
+    fn console_routes() {
+        use ConsoleEndpoint::*;
+        let c = |m, p| {
+            r(m, p).map(|e| match e {
+                Endpoint::Console(c) => c,
+                other => panic!("{other:?}"),
+            })
+        };
+        assert_eq!(c(Method::GET, "/console/"), Ok(Overview));
+        assert_eq!(c(Method::GET, "/console"), Ok(Overview));
+        assert_eq!(c(Method::HEAD, "/console/style.css"), Ok(Style));
+        assert_eq!(c(Method::POST, "/console/signin"), Ok(SignIn));
+        assert_eq!(c(Method::POST, "/console/signout"), Ok(SignOut));
+        assert_eq!(
+            c(Method::GET, "/console/organizations/12"),
+            Ok(Organization(12))
+        );
+        assert_eq!(
+            c(Method::GET, "/console/organizations/12/journal"),
+            Ok(Journal(12))
+        );
+        assert_eq!(
+            c(Method::POST, "/console/organizations/12/domains/delete"),
+            Ok(DeleteDomain(12))
+        );
+        assert_eq!(
+            c(Method::POST, "/console/organizations/12/allowlist/add"),
+            Ok(AllowAdd(12))
+        );
+        assert_eq!(
+            c(Method::POST, "/console/organizations/12/allowlist/remove"),
+            Ok(AllowRemove(12))
+        );
+        assert_eq!(
+            r(Method::GET, "/console/signin"),
+            Err(RouteError::MethodNotAllowed(Interface::Enforcement, "POST"))
+        );
+        assert_eq!(
+            r(Method::GET, "/console/organizations/x"),
+            Err(RouteError::NotFound(Interface::Enforcement))
+        );
+        // The console is no part of the interfaces' document.
+        assert!(routes().iter().all(|(_, t)| !t.starts_with("/console")));
     }
 
     #[test]
@@ -840,6 +932,7 @@ mod tests {
                 Endpoint::Enf(_) => "enforcement",
                 Endpoint::Mgmt(_) => "management",
                 Endpoint::Own(_) => "parasol",
+                Endpoint::Console(_) => "console",
             };
             assert_eq!(r.interface_name(), named, "{r:?}");
         }
@@ -884,7 +977,10 @@ mod tests {
                 row.template
             );
         }
-        let methods: std::collections::BTreeSet<_> = routes().into_iter().collect();
+        let methods: std::collections::BTreeSet<_> = ROUTES
+            .iter()
+            .map(|r| (r.verb.as_str(), r.template))
+            .collect();
         assert_eq!(methods.len(), ROUTE_KINDS, "a (method, template) twice");
     }
 

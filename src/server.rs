@@ -121,6 +121,10 @@ pub async fn run(
         access: crate::access::AccessLogger::new(config.access_log),
         metrics_elsewhere: metrics_listener.is_some(),
         budget: budget.clone(),
+        console: config.console.map(crate::console::session::Sessions::new),
+        journal: config
+            .console
+            .map(|_| crate::console::journal::Journal::default()),
     });
 
     let rpz = match &config.rpz {
@@ -647,7 +651,7 @@ fn memory_factor(route: &Route) -> usize {
         Endpoint::Enf(EnfEndpoint::PostEvents) => crate::enforcement::event::MEMORY_FACTOR,
         Endpoint::Enf(_) => crate::budget::PLAIN_FACTOR,
         Endpoint::Mgmt(_) => crate::json::MEMORY_FACTOR,
-        Endpoint::Own(_) => crate::budget::PLAIN_FACTOR,
+        Endpoint::Own(_) | Endpoint::Console(_) => crate::budget::PLAIN_FACTOR,
     }
 }
 
@@ -770,6 +774,7 @@ async fn handle(
         &mut held,
         &linger,
         id.as_str(),
+        peer,
     )
     .await;
     res.headers_mut()
@@ -806,6 +811,7 @@ async fn respond(
     held: &mut Option<Charge>,
     linger: &AtomicBool,
     tx_id: &str,
+    peer: SocketAddr,
 ) -> Response<Body> {
     let iface = iface_of(&route);
     let route = match route {
@@ -943,11 +949,13 @@ async fn respond(
         method: parts.method,
         headers: parts.headers,
         tx_id: tx_id.to_string(),
+        peer: Some(peer),
     };
     let res = match route.endpoint {
         Endpoint::Enf(ep) => crate::enforcement::handlers::handle(state, ep, &ctx, body).await,
         Endpoint::Mgmt(ep) => crate::management::handle(state, ep, &ctx, body).await,
         Endpoint::Own(ep) => crate::own::handle(state, ep).await,
+        Endpoint::Console(ep) => crate::console::handle(state, ep, &ctx, body).await,
     };
     // What is left of the charge follows the answer until it is written: as much as its body.
     if charge.bytes() > 0 {

@@ -36,6 +36,10 @@ pub struct AppState {
     pub metrics_elsewhere: bool,
     /// What requests in flight may hold for their bodies and for parsing them.
     pub budget: Arc<crate::budget::MemoryBudget>,
+    /// The console's sessions; `None` when the console is off (`--console off`).
+    pub console: Option<crate::console::session::Sessions>,
+    /// The console's request journal; `None` when the console is off.
+    pub journal: Option<crate::console::journal::Journal>,
 }
 
 impl AppState {
@@ -57,6 +61,8 @@ pub struct RequestCtx {
     pub headers: HeaderMap,
     /// The request's id: its answer's `X-Request-Id`, the management interface's `txId`.
     pub tx_id: String,
+    /// The client's address.
+    pub peer: Option<SocketAddr>,
 }
 
 /// Hands memory freed by a large request back to the system, in the background. glibc keeps

@@ -85,6 +85,10 @@ pub struct ServeArgs {
     /// listener's /metrics then answers 404 (e.g. 127.0.0.1:9443)
     #[argh(option)]
     pub metrics_listen: Option<String>,
+    /// the console in the browser at /console/ on the main listener, signed in with a
+    /// management API key and secret: on (default) or off
+    #[argh(option, default = "String::from(\"on\")")]
+    pub console: String,
     /// connections served at once (default 1024); when all are taken, a new client gets the
     /// slot of one that has sent no request for --eviction-grace
     #[argh(option, default = "1024")]
@@ -177,6 +181,11 @@ pub fn config_from(args: &ServeArgs) -> Result<ServerConfig, String> {
     config.database = args.database.clone();
     config.access_log = args.access_log;
     config.metrics_listen = args.metrics_listen.clone();
+    config.console = match args.console.as_str() {
+        "on" => Some(crate::console::session::SessionLimits::default()),
+        "off" => None,
+        other => return Err(format!("--console {other:?}: expected on or off")),
+    };
     let limits = &mut config.limits;
     if args.max_connections == 0 {
         return Err("--max-connections 0: expected at least 1".into());

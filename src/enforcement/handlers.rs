@@ -51,11 +51,30 @@ pub async fn handle(
 ) -> Response<Body> {
     let result = match ep {
         EnfEndpoint::PostEvents => {
-            let r = post_events(state, ctx, body).await;
+            let key = customer_key(ctx);
+            let r = post_events(state, ctx, key, body).await;
             if let Some(why) = r.as_ref().err().and_then(crate::metrics::Refusal::of) {
                 state.metrics.event_request_refused(why);
             }
-            r
+            // The journal: nothing for a refused key (403: no organization), and for another
+            // refusal the answer's own bytes (shared, not copied), read when its page is drawn.
+            let (Some(journal), Some(key)) = (&state.journal, key) else {
+                return r.map_or_else(EnfError::into_response, |(res, _)| res);
+            };
+            let client = ctx.peer.map(|p| p.ip());
+            return match r {
+                Ok((res, events)) => {
+                    journal.record(key, client, 202, events, None);
+                    res
+                }
+                Err(EnfError::InvalidCredentials) => EnfError::InvalidCredentials.into_response(),
+                Err(e) => {
+                    let (parts, answer) = e.into_response().into_parts();
+                    let answer = answer.into_inner().unwrap_or_default();
+                    journal.record(key, client, parts.status.as_u16(), 0, Some(answer.clone()));
+                    Response::from_parts(parts, Body::new(answer))
+                }
+            };
         }
         EnfEndpoint::ListDomains => list_domains(state, ctx).await,
         EnfEndpoint::DeleteDomainById(id) => delete_domain(state, ctx, Target::Id(id)).await,
@@ -136,12 +155,15 @@ fn admit(state: &AppState, key: &str, bytes: usize) -> Result<(), EnfError> {
         .map_err(EnfError::TooManyRequests)
 }
 
+/// Answers a batch sent with `key` (the request's, if well-formed); with the answer, the number
+/// of events it held.
 async fn post_events(
     state: &AppState,
     ctx: &RequestCtx,
+    key: Option<CustomerKey>,
     body: Bytes,
-) -> Result<Response<Body>, EnfError> {
-    let key = customer_key(ctx).ok_or(EnfError::InvalidCredentials)?;
+) -> Result<(Response<Body>, usize), EnfError> {
+    let key = key.ok_or(EnfError::InvalidCredentials)?;
     if state.rate.enabled() {
         organization(state, ctx).await?;
         admit(state, &key, body.len())?;
@@ -216,9 +238,9 @@ async fn post_events(
     };
     state.rate.spend_new_domains(&key, added);
     state.metrics.events_accepted(n_events, not_listed);
-    Ok(crate::http::json_response(
-        StatusCode::ACCEPTED,
-        accepted_body(&batch),
+    Ok((
+        crate::http::json_response(StatusCode::ACCEPTED, accepted_body(&batch)),
+        n_events,
     ))
 }
 

@@ -109,6 +109,12 @@ pub async fn authenticate(state: &AppState, ctx: &RequestCtx) -> Result<Scope, M
     let Some((key, secret)) = basic_credentials(ctx) else {
         return Err(MgmtError::Unauthorized);
     };
+    verify(state, key, secret).await
+}
+
+/// Checks an API key and secret (from HTTP Basic, or the console's sign-in form) and returns the
+/// credential's scope, or 401.
+pub async fn verify(state: &AppState, key: String, secret: String) -> Result<Scope, MgmtError> {
     let stored = state.store.find_credential(key.clone()).await?;
     if let Some(cred) = &stored {
         if recall(&key, &cred.secret_hash, secret.as_bytes()) {

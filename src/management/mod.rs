@@ -118,6 +118,8 @@ mod tests {
                 1 << 20,
                 std::time::Duration::ZERO,
             )),
+            console: None,
+            journal: None,
         }
     }
 
@@ -132,6 +134,7 @@ mod tests {
             query: crate::http::Query::default(),
             headers,
             tx_id: "test".into(),
+            peer: None,
         }
     }
 

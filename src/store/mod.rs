@@ -91,6 +91,10 @@ operations! {
     fn event_count(&self, org: i64) -> i64;
     /// Every listed name of the organization, in list order (operators and tests).
     fn listed_names(&self, org: i64) -> Vec<String>;
+    /// At most `limit` entries of the organization's list whose names start with `prefix` and
+    /// sort after `after` (byte order), in name order: a page of a search by name, found through
+    /// the name index however long the list is (the console's domain list).
+    fn search_domains(&self, org: i64, prefix: String, after: String, limit: i64) -> Vec<DomainEntry>;
 
     // ------------------------------------------------------------ enforcement on the appliance
 
@@ -114,6 +118,17 @@ operations! {
     /// `limit` of them by id (for `/metrics`, scraped every few seconds: an engine must not
     /// count a million rows for it).
     fn domain_counts(&self, limit: i64) -> (i64, Vec<(i64, i64)>);
+}
+
+/// The end of the range of names that start with `prefix`, in byte order: a normalised name is
+/// ASCII, so every name with the prefix sorts before the prefix followed by the highest code
+/// point (its first byte, 0xF4, is above any ASCII byte), and every other name after `prefix`
+/// sorts after it.
+pub(crate) fn prefix_end(prefix: &str) -> String {
+    let mut end = String::with_capacity(prefix.len() + 4);
+    end.push_str(prefix);
+    end.push(char::MAX);
+    end
 }
 
 /// Who opens the database, which decides the background work that comes with it.

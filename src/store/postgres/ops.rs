@@ -717,6 +717,37 @@ impl Backend for Postgres {
         .await
     }
 
+    async fn search_domains(
+        &self,
+        org: i64,
+        prefix: String,
+        after: String,
+        limit: i64,
+    ) -> Result<Vec<DomainEntry>> {
+        self.read(move |db| {
+            Box::pin(async move {
+                let end = crate::store::prefix_end(&prefix);
+                let limit = limit.max(0);
+                Ok(db
+                    .rows(
+                        "SELECT id, name, last_seen_at FROM domains
+                         WHERE organization_id = $1 AND name >= $2 AND name > $3 AND name < $4
+                         ORDER BY name LIMIT $5",
+                        &[&org, &prefix, &after, &end, &limit],
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| DomainEntry {
+                        id: r.get(0),
+                        name: r.get(1),
+                        last_seen_at: r.get(2),
+                    })
+                    .collect())
+            })
+        })
+        .await
+    }
+
     // ------------------------------------------------------------ enforcement on the appliance
 
     async fn effective_block_list(&self, org: i64) -> Result<(Vec<String>, Vec<String>)> {

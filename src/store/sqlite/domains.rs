@@ -410,6 +410,40 @@ pub fn all_names(conn: &Connection, org: i64) -> Result<Vec<String>> {
     Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
 }
 
+/// A page of a search by name (see `Store::search_domains`): a range of the index on
+/// `(organization_id, name)`, from the larger of `prefix` and what follows `after`, up to the
+/// end of the names with the prefix (`prefix_end`): it reads no entry outside the page.
+pub fn search(
+    conn: &Connection,
+    org: i64,
+    prefix: &str,
+    after: &str,
+    limit: i64,
+) -> Result<Vec<DomainEntry>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT id, name, last_seen_at FROM domains
+         WHERE organization_id = ?1 AND name >= ?2 AND name > ?3 AND name < ?4
+         ORDER BY name LIMIT ?5",
+    )?;
+    let rows = stmt.query_map(
+        params![
+            org,
+            prefix,
+            after,
+            crate::store::prefix_end(prefix),
+            limit.max(0)
+        ],
+        |r| {
+            Ok(DomainEntry {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                last_seen_at: r.get(2)?,
+            })
+        },
+    )?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
 /// The number of organizations, and the length of the domain list of each of the first `limit`
 /// by id, from the counts the paging keeps: per organization, the sum of its level-0 counts (one
 /// row per 65536 positions) plus the entries past its highest counted block of 1024 (the open

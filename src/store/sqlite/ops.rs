@@ -138,6 +138,17 @@ impl Backend for Sqlite {
         self.read(move |c| domains::all_names(c, org)).await
     }
 
+    async fn search_domains(
+        &self,
+        org: i64,
+        prefix: String,
+        after: String,
+        limit: i64,
+    ) -> Result<Vec<DomainEntry>> {
+        self.read(move |c| domains::search(c, org, &prefix, &after, limit))
+            .await
+    }
+
     // ------------------------------------------------------------ enforcement on the appliance
 
     async fn domain_counts(&self, limit: i64) -> Result<(i64, Vec<(i64, i64)>)> {

@@ -319,6 +319,63 @@ fn a_deleted_organizations_events_are_purged_and_the_counts_follow_the_lists() {
     });
 }
 
+/// A search by name: the names with the prefix, in byte order, from after the last one shown;
+/// nothing of another organization, nothing outside the prefix (a name just past the range, a
+/// longer name sorting between), and an empty prefix for the whole list.
+#[test]
+fn search_domains_pages_through_a_prefix_in_name_order() {
+    on_each_engine("search_domains", |s| async move {
+        let a = organization(&s, "a").await;
+        let b = organization(&s, "b").await;
+        let names = [
+            "shop.example",
+            "ads.example",
+            "ads-cdn.example",
+            "ads.example.net",
+            "adt.example",
+            "ad.example",
+            "zz.example",
+        ];
+        listed(&s, &a.customer_key, &names, 10).await;
+        listed(&s, &b.customer_key, &["ads.other"], 10).await;
+        let search = |prefix: &str, after: &str, limit| {
+            let (s, prefix, after) = (s.clone(), prefix.to_string(), after.to_string());
+            async move {
+                s.search_domains(a.id, prefix, after, limit)
+                    .await
+                    .unwrap()
+                    .into_iter()
+                    .map(|e| e.name)
+                    .collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(
+            search("ads", "", 10).await,
+            ["ads-cdn.example", "ads.example", "ads.example.net"]
+        );
+        assert_eq!(
+            search("ads", "", 2).await,
+            ["ads-cdn.example", "ads.example"]
+        );
+        assert_eq!(search("ads", "ads.example", 2).await, ["ads.example.net"]);
+        assert!(search("ads", "ads.example.net", 2).await.is_empty());
+        assert_eq!(search("ad.", "", 10).await, ["ad.example"]);
+        assert!(search("nothing", "", 10).await.is_empty());
+        let all = search("", "", 100).await;
+        let mut sorted = names.map(String::from).to_vec();
+        sorted.sort();
+        assert_eq!(all, sorted);
+        assert_eq!(search("", "shop.example", 100).await, ["zz.example"]);
+        // Entries carry their ids: the one a delete takes.
+        let hit = s
+            .search_domains(a.id, "zz".into(), String::new(), 1)
+            .await
+            .unwrap();
+        assert!(s.delete_domain_by_id(a.id, hit[0].id).await.unwrap());
+        assert!(search("zz", "", 10).await.is_empty());
+    });
+}
+
 /// `block_list_since`: the names after a cursor with the whole list's length and check (what
 /// tells a reader that its held entries are still all the others), the whole list when the
 /// cursor's entry is gone, the allow list and exceptions, and not found for a deleted
