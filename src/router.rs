@@ -59,6 +59,20 @@ pub enum ConsoleEndpoint {
     AllowRemove(i64),
 }
 
+impl ConsoleEndpoint {
+    /// A form (a POST that changes something), as opposed to a page.
+    pub fn is_form(&self) -> bool {
+        matches!(
+            self,
+            Self::SignIn
+                | Self::SignOut
+                | Self::DeleteDomain(_)
+                | Self::AllowAdd(_)
+                | Self::AllowRemove(_)
+        )
+    }
+}
+
 /// Parasol's own paths (decisions.md), for operators and integrators: health, readiness,
 /// metrics and the OpenAPI document. Each has GET (and so HEAD) only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -340,6 +340,30 @@ fn forms_without_the_token_or_from_another_origin_are_refused_and_change_nothing
             .await;
         assert_eq!(r.status, 400);
         assert!(r.header("set-cookie").is_none());
+        // A cross-site post arrives without the cookie (SameSite=Strict): refused as such,
+        // not sent to the sign-in page, and nothing changes.
+        let cookieless = Browser::new(&s);
+        for path in [add.as_str(), "/console/signout"] {
+            let r = cookieless
+                .post_from(
+                    Some("https://evil.example"),
+                    path,
+                    &[("csrf", &token), ("name", "a.example")],
+                )
+                .await;
+            assert_eq!(r.status, 400, "{path} without a session, from another site");
+        }
+        assert!(allowed(&s, w.lone_org).is_empty());
+        // Without a session from the console's own origin: the sign-in page.
+        let r = cookieless
+            .post_from(
+                Some(&origin),
+                &add,
+                &[("csrf", &token), ("name", "a.example")],
+            )
+            .await;
+        assert_eq!(r.status, 303);
+        assert!(allowed(&s, w.lone_org).is_empty());
         // Another session's token is not this session's.
         let mut other = Browser::new(&s);
         let theirs = other.sign_in(&w.lone_org_cred).await;

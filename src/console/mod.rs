@@ -276,8 +276,15 @@ async fn answer(
                 ))
             }
         },
-        // Every other page and form needs a session: without one, the sign-in page.
-        _ if session.is_none() => Ok(see_other("/console/")),
+        // Every other page and form needs a session: without one, the sign-in page. A form
+        // without one is held to the origin first, so that a cross-site post (whose cookie a
+        // browser withholds under SameSite=Strict) is refused as such, not sent to sign in.
+        _ if session.is_none() => {
+            if ep.is_form() {
+                same_origin(state, ctx)?;
+            }
+            Ok(see_other("/console/"))
+        }
         ConsoleEndpoint::SignOut => {
             let s = session.ok_or(MgmtError::Unauthorized)?;
             checked_form(state, ctx, &s, body)?;
