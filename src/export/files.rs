@@ -35,8 +35,8 @@ pub const MODE: u32 = 0o644;
 
 /// Replaces `path` with what `write` writes: written to a temporary file beside it, synced, then
 /// renamed over it, so that a reader sees the old file or the new one, never a part. The rename is
-/// durable once the directory is synced: `sync_dir` (which `write_atomically` does at once; the
-/// exporter does it once for all the files of a round, before the reload command runs).
+/// durable once the directory is synced: `sync_dir`, which `write_atomically` does at once. For
+/// many files at a time, `Batch` syncs them together instead of one by one.
 pub fn replace_with(
     path: &Path,
     write: impl FnOnce(&mut std::io::BufWriter<std::fs::File>) -> std::io::Result<()>,
