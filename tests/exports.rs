@@ -238,6 +238,55 @@ async fn stale_files_are_removed_at_start_and_others_left_alone() {
     s.stop().await;
 }
 
+/// A round of many files (the first after a restart: every organization's) writes them all to
+/// temporary files, syncs them together and renames them: every file ends up in place with its
+/// list, stale temporary files go, and none of the round's own is left behind (nor swept away
+/// before it is renamed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_of_many_files_puts_them_all_in_place() {
+    let s = start(&Format::RESOLVERS).await;
+    let mut orgs = Vec::new();
+    // 4 files each, past the batch's few files synced one by one.
+    for i in 0..6 {
+        let (org, key) = s.create_org(&format!("Many {i}"));
+        let name = format!("many{i}.example");
+        post(&s, &key, &[name.as_str()]).await;
+        orgs.push((org, name));
+    }
+    let dir = exports_of(&s);
+    for (org, name) in &orgs {
+        wait_for_lists(&dir, *org, &[name.as_str()], &[]).await;
+    }
+    let data = s.stop().await;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let leftover = dir.join(format!(".org-{}.hosts.tmp-12345", orgs[0].0));
+    std::fs::write(&leftover, "half\n").unwrap();
+    let s = TestServer::start_in(data, |c| {
+        c.export = Some(ExportConfig::new(c.data_dir.join("exports")))
+    })
+    .await;
+    for (org, name) in &orgs {
+        wait_for_lists(&dir, *org, &[name.as_str()], &[]).await;
+    }
+    wait_for("the leftover temporary file removed", || {
+        (!leftover.exists()).then_some(())
+    })
+    .await;
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names.len(),
+        orgs.len() * Format::RESOLVERS.len(),
+        "{names:?}"
+    );
+    assert!(names.iter().all(|n| !n.starts_with('.')), "{names:?}");
+    s.stop().await;
+}
+
 fn serial_of(path: &Path) -> Option<u32> {
     rpz_serial(&read(path)?)
 }

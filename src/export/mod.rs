@@ -38,8 +38,10 @@
 //!   other processes keep every core busy (at nice +19 a round of a few milliseconds took tens of
 //!   seconds on such a machine). The store reads a list for it on a thread of its own, and the
 //!   files are written on another.
-//! - Each file is replaced whole (`files::replace`): a resolver reads the old list or the new one.
-//!   The directory is synced once a round, before the reload command runs.
+//! - Each file is replaced whole: a resolver reads the old list or the new one. A round writes
+//!   its files to temporary files, then syncs them in one pass, renames them over the old ones and
+//!   syncs the directory once (`files::Batch`), before the reload command runs: a round of many
+//!   organizations (the first) costs one sync of the file system, not one per file.
 //! - The reload command (`--export-reload-cmd`) runs after each round that changed files, in a
 //!   child process the exporter does not wait for: never two at once; rewrites made while one
 //!   runs are followed by one more run when it ends.
@@ -169,6 +171,7 @@ async fn run(
         reviewing: BTreeSet::new(),
         version: None,
         first: true,
+        unsynced: false,
     };
     let mut reloader = Reloader::new(reload_cmd.map(Arc::from));
     let mut tick = tokio::time::Instant::now();
@@ -373,6 +376,9 @@ struct Rounds {
     /// The next round is the first: every organization's files are written and stray files
     /// removed.
     first: bool,
+    /// Files were written whose sync failed (they stay staged): the next round syncs them even
+    /// with nothing else to do.
+    unsynced: bool,
 }
 
 impl Rounds {
@@ -383,6 +389,7 @@ impl Rounds {
         let version = self.store.version();
         let reviewed = reviews(&self.lists, Instant::now(), REVIEW);
         if !self.first
+            && !self.unsynced
             && self.pending.is_empty()
             && reviewed.is_empty()
             && version.is_some()
@@ -459,8 +466,12 @@ impl Rounds {
                 writer.sweep(orgs.clone()).await?;
                 writer.release();
             }
-            if done > 0 {
+            if done > 0 || self.unsynced {
+                // Puts the round's files in place (see `files::Batch`); what a failed sync left
+                // staged is put in place by the next round's.
+                self.unsynced = true;
                 writer.sync().await?;
+                self.unsynced = false;
             }
         }
         self.first = false;
@@ -778,6 +789,7 @@ impl FileWriter {
                     dir,
                     formats,
                     serials: HashMap::new(),
+                    batch: files::Batch::default(),
                 };
                 while let Ok(job) = queue.recv() {
                     files.run(job);
@@ -849,6 +861,8 @@ struct Files {
     /// The RPZ serial last written for each organization (read from its file when first needed,
     /// so that serials keep increasing across restarts).
     serials: HashMap<i64, u32>,
+    /// The round's files, written to temporary files, put in place together by `Job::Sync`.
+    batch: files::Batch,
 }
 
 impl Files {
@@ -873,8 +887,14 @@ impl Files {
                 let _ = reply.send(self.sweep(&keep));
             }
             Job::Sync { reply } => {
-                let _ =
-                    reply.send(files::sync_dir(&self.dir).map_err(|e| self.failed(&self.dir, e)));
+                // The round's files put in place, and the removals made durable.
+                let dir = self.dir.clone();
+                let _ = reply.send(
+                    self.batch
+                        .commit(&[&dir])
+                        .map(|_| ())
+                        .map_err(|e| self.failed(&dir, e)),
+                );
             }
             Job::Release => release_freed_memory(),
         }
@@ -898,10 +918,11 @@ impl Files {
                 }
                 _ => 0,
             };
-            files::replace_with(&path, |w| {
-                formats::render(format, org, blocked, exceptions, serial, w)
-            })
-            .map_err(|e| self.failed(&path, e))?;
+            self.batch
+                .stage_with(&path, |w| {
+                    formats::render(format, org, blocked, exceptions, serial, w)
+                })
+                .map_err(|e| self.failed(&path, e))?;
             if format == Format::Rpz {
                 self.serials.insert(org, serial);
             }
@@ -915,6 +936,7 @@ impl Files {
         self.serials.remove(&org);
         for format in Format::RESOLVERS {
             let path = self.dir.join(format.file_name(org));
+            self.batch.discard(&path);
             files::remove(&path).map_err(|e| self.failed(&path, e))?;
         }
         Ok(())
@@ -928,7 +950,8 @@ impl Files {
             let entry = entry.map_err(|e| self.failed(&self.dir, e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let stale = if files::is_temporary(&name) {
-                name.starts_with(".org-") || name.starts_with(".parasol-export-probe")
+                (name.starts_with(".org-") || name.starts_with(".parasol-export-probe"))
+                    && !self.batch.holds_temporary(&entry.path())
             } else {
                 match Format::of_file_name(&name) {
                     Some((org, format)) => !keep.contains(&org) || !self.formats.contains(&format),

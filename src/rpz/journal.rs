@@ -7,11 +7,13 @@
 //!   and `+B name` / `+P name` (B blocks, P lets through), then `end`: the difference from one
 //!   version to the next and the digest (SHA-256 of the triggers) of the version it leads to.
 //!
-//! A round appends the records of the versions it made and syncs the file; the file is rewritten
-//! whole (to a temporary file renamed over it) when it holds about twice what the journal keeps,
-//! so that it stays bounded without rewriting a large journal at every change. A record cut short
-//! by a crash is ignored (with what follows): the file then ends at the version before, and is
-//! rewritten at the next change.
+//! A round appends the records of the versions it made; the file is rewritten whole (to a
+//! temporary file renamed over it) when it holds about twice what the journal keeps, so that it
+//! stays bounded without rewriting a large journal at every change. The files of a round are
+//! synced together at its end (`files::Batch`: one pass of syncs, then the renames, then the
+//! directory), so a round of every zone (the first) does not sync each file apart. A record cut
+//! short by a crash is ignored (with what follows): the file then ends at the version before, and
+//! is rewritten at the next change.
 //!
 //! After a restart the exporter's first round reads every list again: a zone whose triggers have
 //! the digest of the last version on disk is that version, with its serial and its journal; any
@@ -254,12 +256,13 @@ fn size(d: &Delta) -> usize {
     d.removed.len() + d.added.len()
 }
 
-/// Brings one zone's file up to date; returns what it holds now. Appends what is
-/// newer than the file's last version (synced), or writes it whole (atomically) when it has no
-/// usable last version, when the journal no longer reaches back to it, or when the file would
-/// grow past `most`. Digests of the versions before the last are not kept: only the
-/// last one's counts after a restart.
-pub fn save(dir: &Path, org: i64, s: &Save) -> std::io::Result<OnDisk> {
+/// Brings one zone's file up to date in `batch`; returns what it holds once the batch is
+/// committed. Appends what is newer than the file's last version (synced by the commit), or
+/// writes it whole (to a temporary file the commit renames over it) when it has no usable last
+/// version, when the journal no longer reaches back to it, or when the file would grow past
+/// `most`. Digests of the versions before the last are not kept: only the last one's counts
+/// after a restart.
+pub fn save(dir: &Path, org: i64, s: &Save, batch: &mut files::Batch) -> std::io::Result<OnDisk> {
     let path = path(dir, org);
     let append_from = s.on_disk.and_then(|disk| {
         let start = if disk.serial == s.serial {
@@ -286,12 +289,13 @@ pub fn save(dir: &Path, org: i64, s: &Save) -> std::io::Result<OnDisk> {
                     let digest = if i == last { s.digest } else { [0u8; 32] };
                     write_delta(&mut w, d, &digest)?;
                 }
-                w.into_inner().map_err(|e| e.into_error())?.sync_data()?;
+                w.into_inner().map_err(|e| e.into_error())?;
+                batch.appended(&path);
             }
             Ok(after)
         }
         None => {
-            files::replace_with(&path, |w| {
+            batch.stage_with(&path, |w| {
                 writeln!(w, "{HEADER}")?;
                 match s.journal.first() {
                     None => writeln!(w, "start {} {}", s.serial, hex(&s.digest))?,
@@ -332,6 +336,14 @@ mod tests {
         }
     }
 
+    /// `save`, committed at once.
+    fn saved(dir: &Path, org: i64, s: &Save) -> std::io::Result<OnDisk> {
+        let mut batch = files::Batch::default();
+        let disk = save(dir, org, s, &mut batch)?;
+        batch.commit(&[dir])?;
+        Ok(disk)
+    }
+
     const MOST: OnDisk = OnDisk {
         serial: 0,
         records: 8,
@@ -363,7 +375,7 @@ mod tests {
             on_disk: None,
             most: MOST,
         };
-        assert_eq!(save(&dir, 4, &first).unwrap(), disk(11, 2, 1).unwrap());
+        assert_eq!(saved(&dir, 4, &first).unwrap(), disk(11, 2, 1).unwrap());
         let last = digest(&e(&[("a.test", Action::Passthru)]));
         let second = Save {
             serial: 12,
@@ -373,7 +385,7 @@ mod tests {
             most: MOST,
         };
         let size = std::fs::metadata(path(&dir, 4)).unwrap().len();
-        assert_eq!(save(&dir, 4, &second).unwrap(), disk(12, 3, 3).unwrap());
+        assert_eq!(saved(&dir, 4, &second).unwrap(), disk(12, 3, 3).unwrap());
         // Appended: the file grew, its beginning kept.
         assert!(std::fs::metadata(path(&dir, 4)).unwrap().len() > size);
         let all = load_all(&dir);
@@ -390,7 +402,7 @@ mod tests {
             on_disk: disk(11, 8, 3),
             most: MOST,
         };
-        assert_eq!(save(&dir, 4, &third).unwrap(), disk(12, 2, 2).unwrap());
+        assert_eq!(saved(&dir, 4, &third).unwrap(), disk(12, 2, 2).unwrap());
         let z = &load_all(&dir)[&4];
         assert_eq!((z.serial, z.journal.len(), z.journal[0].from), (12, 1, 11));
     }
@@ -406,7 +418,7 @@ mod tests {
             on_disk: None,
             most: MOST,
         };
-        save(&dir, 9, &s).unwrap();
+        saved(&dir, 9, &s).unwrap();
         let mut text = std::fs::read_to_string(path(&dir, 9)).unwrap();
         text.push_str(&format!(
             "delta 11 12 {} 0 2\n+B b.test\n",

@@ -372,37 +372,60 @@ impl Zones {
         }
         let failed = |e: std::io::Error| format!("{}: {e}", dir.display());
         std::fs::create_dir_all(dir).map_err(failed)?;
+        // Every file written first, then synced and put in place together (`files::Batch`):
+        // a file's new size is taken as what it holds only once the batch is durable.
+        let mut batch = crate::export::files::Batch::default();
         let mut failure = None;
+        let mut written = Vec::new();
         for (org, save) in saves {
-            match journal::save(dir, org, &save) {
-                Ok(disk) => {
-                    let mut state = self.state();
-                    if let Some(z) = state.zones.get_mut(&org) {
-                        z.on_disk = Some(disk).filter(|d| d.serial == z.serial);
-                    }
-                }
+            match journal::save(dir, org, &save, &mut batch) {
+                Ok(disk) => written.push((org, disk)),
                 Err(e) => {
                     // Written whole at the next round.
-                    let mut state = self.state();
-                    if let Some(z) = state.zones.get_mut(&org) {
-                        z.on_disk = None;
-                    }
-                    state.dirty.insert(org);
+                    self.forget_on_disk(org);
                     failure.get_or_insert(format!("{}: {e}", journal::path(dir, org).display()));
                 }
             }
         }
         for org in gone {
-            if let Err(e) = crate::export::files::remove(&journal::path(dir, org)) {
+            let path = journal::path(dir, org);
+            batch.discard(&path);
+            if let Err(e) = crate::export::files::remove(&path) {
                 self.state().dirty.insert(org);
-                failure.get_or_insert(format!("{}: {e}", journal::path(dir, org).display()));
+                failure.get_or_insert(format!("{}: {e}", path.display()));
             }
         }
-        crate::export::files::sync_dir(dir).map_err(failed)?;
+        match batch.commit(&[dir]) {
+            Ok(_) => {
+                let mut state = self.state();
+                for (org, disk) in written {
+                    if let Some(z) = state.zones.get_mut(&org) {
+                        z.on_disk = Some(disk).filter(|d| d.serial == z.serial);
+                    }
+                }
+            }
+            Err(e) => {
+                // Not known to be durable: each of them written whole at the next round.
+                batch.clear();
+                for (org, _) in written {
+                    self.forget_on_disk(org);
+                }
+                failure.get_or_insert(format!("{}: {e}", dir.display()));
+            }
+        }
         match failure {
             Some(e) => Err(format!("keeping the zones' journals: {e}")),
             None => Ok(()),
         }
+    }
+
+    /// The zone's file is not known to hold any version: it is written whole at the next round.
+    fn forget_on_disk(&self, org: i64) {
+        let mut state = self.state();
+        if let Some(z) = state.zones.get_mut(&org) {
+            z.on_disk = None;
+        }
+        state.dirty.insert(org);
     }
 
     /// The zone's serial and triggers now.
