@@ -615,14 +615,61 @@ fn the_journal_shows_each_request_and_why_one_was_refused_within_its_bound() {
 
         let mut b = Browser::new(&s);
         b.sign_in(&w.lone_org_cred).await;
-        // The overview's chart of the last hour, drawn by the server: the server's totals.
+        // A refused key (403) belongs to no organization: in no one's counts.
+        let r = s
+            .post_json(
+                "/1.0/events?customerKey=ba6a59f4-e692-4724-ba36-c28132c761de",
+                &serde_json::json!([event("f.example")]),
+            )
+            .await;
+        assert_eq!(r.status, 403);
+        // The overview's chart of the last hour and its totals, drawn by the server: this
+        // organization's requests only (2 events accepted, 2 requests refused), not the other
+        // organization's event nor the refused key.
         let overview = b.get("/console/").await.text();
         assert!(
-            overview.contains("Last hour: 3 events accepted (most in a minute: ")
+            overview.contains("Last hour: 2 events accepted (most in a minute: ")
                 && overview.contains("2 event requests refused"),
             "{overview}"
         );
+        assert!(
+            overview.contains("<dt>Events accepted since start</dt><dd>2</dd>")
+                && overview.contains("<dt>Event requests refused since start</dt><dd>2</dd>"),
+            "{overview}"
+        );
         assert!(overview.contains("<svg") && overview.contains("class=\"refused\""));
+        // The server's own facts are the operator's (a service provider's credential): an
+        // organization's credential sees readiness alone, without details.
+        assert!(
+            overview.contains("<span class=\"ok\">Ready</span></dd>"),
+            "{overview}"
+        );
+        for fact in [
+            "Free disk",
+            "Reputation data loaded",
+            "the storage takes writes",
+        ] {
+            assert!(!overview.contains(fact), "{fact}: {overview}");
+        }
+        // The provider's credential: its customer's one event, nothing of this organization,
+        // and the server's facts.
+        let mut provider = Browser::new(&s);
+        provider.sign_in(&w.sp_cred).await;
+        let theirs = provider.get("/console/").await.text();
+        assert!(
+            theirs.contains("Last hour: 1 events accepted (most in a minute: 1)")
+                && theirs.contains("0 event requests refused")
+                && theirs.contains("<dt>Events accepted since start</dt><dd>1</dd>")
+                && theirs.contains("<dt>Event requests refused since start</dt><dd>0</dd>"),
+            "{theirs}"
+        );
+        for fact in [
+            "Free disk",
+            "Reputation data loaded",
+            "the storage takes writes",
+        ] {
+            assert!(theirs.contains(fact), "{fact}: {theirs}");
+        }
         let journal = format!("/console/organizations/{org}/journal");
         let page = b.get(&journal).await.text();
         assert!(page.contains("<td>202</td><td>2</td>"), "{page}");

@@ -176,6 +176,16 @@ fn in_scope(scope: Scope, all: Vec<OrganizationInfo>) -> Vec<OrganizationInfo> {
         .collect()
 }
 
+/// The customer keys of these organizations (what their journal entries are kept under).
+async fn keys_of(state: &AppState, orgs: &[i64]) -> Result<Vec<CustomerKey>, MgmtError> {
+    let mut keys = Vec::new();
+    for &org in orgs {
+        let listed = state.store.list_customer_keys(org).await?;
+        keys.extend(listed.iter().filter_map(|k| CustomerKey::parse(&k.key)));
+    }
+    Ok(keys)
+}
+
 async fn answer(
     state: &AppState,
     sessions: &Sessions,
@@ -241,16 +251,24 @@ async fn answer(
                     .store
                     .domain_counts(crate::own::DOMAIN_COUNT_ORGANIZATIONS)
                     .await?;
+                // SECURITY: the counts are those of the organizations in scope only (their
+                // keys' journal entries); the server's own facts go to the operator only.
+                let keys = keys_of(state, &orgs.iter().map(|o| o.id).collect::<Vec<_>>()).await?;
+                let now = crate::timefmt::now();
+                let health = state.store.health();
                 let facts = pages::Facts {
-                    health: state.store.health(),
-                    stats: state.store.storage_stats(),
-                    events: state.metrics.event_totals(),
-                    reputation_loaded: state.reputation.loaded_at(),
-                    hour: state
-                        .journal
-                        .as_ref()
-                        .map(|j| j.last_hour(crate::timefmt::now()))
-                        .unwrap_or_default(),
+                    ready: health.writable,
+                    counts: match &state.journal {
+                        Some(j) => j.counts(&keys, now),
+                        None => Journal::default().counts(&[], now),
+                    },
+                    server: matches!(s.scope, Scope::ServiceProvider(_)).then(|| {
+                        pages::ServerFacts {
+                            health,
+                            stats: state.store.storage_stats(),
+                            reputation_loaded: state.reputation.loaded_at(),
+                        }
+                    }),
                 };
                 Ok(html(
                     StatusCode::OK,
@@ -313,13 +331,7 @@ async fn answer(
         ConsoleEndpoint::Journal(org) => {
             let s = session.ok_or(MgmtError::Unauthorized)?;
             let info = visible(state, &s, org).await?;
-            let keys: Vec<CustomerKey> = state
-                .store
-                .list_customer_keys(org)
-                .await?
-                .iter()
-                .filter_map(|k| CustomerKey::parse(&k.key))
-                .collect();
+            let keys = keys_of(state, &[org]).await?;
             let status = ctx.query.get("status").and_then(|s| s.parse::<u16>().ok());
             let records = state
                 .journal

@@ -5,20 +5,26 @@
 use hyper::StatusCode;
 use maud::{html, Markup, DOCTYPE};
 
-use super::journal::{Minute, Record};
+use super::journal::{Counts, Minute, Record, Refusal};
 use super::session::Session;
 use crate::store::{DomainEntry, OrganizationInfo, Scope, StorageHealth, StorageStats, Verdict};
 
 /// What the overview shows besides the organizations.
 pub struct Facts {
+    /// Whether the storage takes writes.
+    pub ready: bool,
+    /// Facts of the whole server, for the operator's credentials only (`None` for the others).
+    pub server: Option<ServerFacts>,
+    /// The counts of the organizations in the credential's scope, and of nothing else.
+    pub counts: Counts,
+}
+
+/// What only the operator sees: why the server is not ready, its disk, its reputation data.
+pub struct ServerFacts {
     pub health: StorageHealth,
     pub stats: StorageStats,
-    /// Events accepted, and event requests refused, since start.
-    pub events: (u64, u64),
     /// When the reputation data in force was loaded, Unix seconds.
     pub reputation_loaded: u64,
-    /// Events accepted and requests refused per minute over the last hour, oldest first.
-    pub hour: Vec<Minute>,
 }
 
 /// What an organization's page shows.
@@ -166,19 +172,24 @@ pub fn overview(
             dl {
                 dt { "Readiness" }
                 dd {
-                    @if f.health.writable { span class="ok" { "Ready" } ": the storage takes writes." }
-                    @else {
-                        span class="bad" { "Not ready" } ": "
-                        (f.health.last_fault.as_ref().map_or("unknown fault", |(kind, _)| kind.as_str()))
+                    @if f.ready { span class="ok" { "Ready" } }
+                    @else { span class="bad" { "Not ready" } }
+                    @if let Some(server) = &f.server {
+                        @if f.ready { ": the storage takes writes." }
+                        @else {
+                            ": " (server.health.last_fault.as_ref().map_or("unknown fault", |(kind, _)| kind.as_str()))
+                        }
                     }
                 }
-                dt { "Events accepted since start" } dd { (f.events.0) }
-                dt { "Event requests refused since start" } dd { (f.events.1) }
-                dt { "Free disk" } dd { (bytes(f.stats.free_bytes)) " of " (bytes(f.stats.filesystem_bytes)) }
-                dt { "Reputation data loaded" } dd { (crate::timefmt::rfc3339(f.reputation_loaded as i64)) }
+                dt { "Events accepted since start" } dd { (f.counts.totals.0) }
+                dt { "Event requests refused since start" } dd { (f.counts.totals.1) }
+                @if let Some(server) = &f.server {
+                    dt { "Free disk" } dd { (bytes(server.stats.free_bytes)) " of " (bytes(server.stats.filesystem_bytes)) }
+                    dt { "Reputation data loaded" } dd { (crate::timefmt::rfc3339(server.reputation_loaded as i64)) }
+                }
             }
-            h2 { "Events over the last hour (this server, every organization)" }
-            (chart(&f.hour))
+            h2 { "Events over the last hour (the organizations below)" }
+            (chart(&f.counts.hour))
             h2 { "Organizations" }
             table {
                 thead { tr { th scope="col" { "Id" } th scope="col" { "Name" } th scope="col" { "Domains listed" } } }
@@ -336,7 +347,7 @@ pub fn journal(
                             td { (r.status) }
                             td { @if r.status == 202 { (r.events) } }
                             td {
-                                @if let Some(why) = &r.refusal {
+                                @if let Some(why) = r.answer.as_deref().map(Refusal::of) {
                                     (why.message)
                                     @if !why.fields.is_empty() {
                                         ul {

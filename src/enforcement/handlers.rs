@@ -56,11 +56,25 @@ pub async fn handle(
             if let Some(why) = r.as_ref().err().and_then(crate::metrics::Refusal::of) {
                 state.metrics.event_request_refused(why);
             }
-            if let Some(journal) = &state.journal {
-                let answer = r.as_ref().map(|(_, events)| *events);
-                journal.record(key, ctx.peer.map(|p| p.ip()), answer);
-            }
-            r.map(|(res, _)| res)
+            // The journal: nothing for a refused key (403: no organization), and for another
+            // refusal the answer's own bytes (shared, not copied), read when its page is drawn.
+            let (Some(journal), Some(key)) = (&state.journal, key) else {
+                return r.map_or_else(EnfError::into_response, |(res, _)| res);
+            };
+            let client = ctx.peer.map(|p| p.ip());
+            return match r {
+                Ok((res, events)) => {
+                    journal.record(key, client, 202, events, None);
+                    res
+                }
+                Err(EnfError::InvalidCredentials) => EnfError::InvalidCredentials.into_response(),
+                Err(e) => {
+                    let (parts, answer) = e.into_response().into_parts();
+                    let answer = answer.into_inner().unwrap_or_default();
+                    journal.record(key, client, parts.status.as_u16(), 0, Some(answer.clone()));
+                    Response::from_parts(parts, Body::new(answer))
+                }
+            };
         }
         EnfEndpoint::ListDomains => list_domains(state, ctx).await,
         EnfEndpoint::DeleteDomainById(id) => delete_domain(state, ctx, Target::Id(id)).await,
