@@ -572,13 +572,21 @@ def scenario(c, server):
     check(len(rows) == 1 and "400" in rows[0].text, "the filter kept the one refusal")
     c.page_done("journal page, filtered by status")
 
-    # The overview again, with the last hour's chart (its screenshot).
+    # The overview again, with the last hour's chart (its screenshot): the organization's events
+    # (the listed names and the one accepted since) and its refusal, not the other organization's
+    # event.
     c.open("/console/")
     c.h1("Overview")
     chart = c.d.find_element(By.ID, "chart-words").text
     check(
-        f"{len(LISTED) + 2} events accepted" in chart and "1 event requests refused" in chart,
+        chart.startswith(f"Last hour: {len(LISTED) + 1} events accepted")
+        and ", 1 event requests refused" in chart,
         f"the chart's words: {chart!r}",
+    )
+    cells = [td.text for td in c.d.find_elements(By.CSS_SELECTOR, "main table tbody tr td")]
+    check(
+        cells == [str(org_id), org["name"], str(len(s.listed(key)))],
+        f"the overview's organizations: {cells}",
     )
     c.page_done("overview page", "overview")
 
