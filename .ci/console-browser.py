@@ -9,16 +9,18 @@ Starts `parasol serve --demo` (fresh data directory under DIR, 127.0.0.1, free p
 few names through the enforcement interface, then in the browser: the sign-in page, signing in
 with the demo service provider's credential, the overview, an organization (search, delete,
 allow, the decision on a name), the request journal with a refused batch whose member name is
-markup (shown as text, no element made of it), cross-site forms posted by a page of another
-origin (refused, nothing changed, checked through the APIs), sign-out (the session is gone).
+markup (shown as text, no element made of it), forged forms posted by pages of another site
+(http://127.0.0.2) and of another origin of the same site (https://127.0.0.1, another port):
+refused, nothing changed (checked through the APIs); sign-out (the session is gone).
 On every page: no console error and no Content-Security-Policy violation in chromium's log, and
 axe-core (injected with execute_script, which the page's CSP does not govern) finds nothing of
-impact serious or critical. With --screenshots, a PNG of each page (1280x900).
+impact serious or critical; both checks are first shown to fire (an inline script added to a
+page, an image without alt). With --screenshots, a PNG of each page (1280x900).
 
 Chromium trusts the demo's self-signed certificate by its public key only
 (--ignore-certificate-errors-spki-list with the certificate's SPKI hash), not by ignoring
-certificate errors in general; this script's own HTTPS requests verify it against the
-certificate file.
+certificate errors in general (with another key's hash it shows its privacy error page); this
+script's own HTTPS requests verify the certificate against its file.
 
 Every wait is a WebDriverWait or a bounded wait on the server's log: no sleep.
 """
