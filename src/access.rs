@@ -355,40 +355,6 @@ mod tests {
         assert_eq!(pick(AccessLog::Sample(3), &s), [200, 404, 503, 200, 400]);
     }
 
-    /// What access lines cost: `PARASOL_ACCESS_LINES` lines (default 200000) written through
-    /// the logger, for a measurement run by hand with standard error sent away; under
-    /// `valgrind --tool=callgrind`, two counts of lines give the instructions a line costs
-    /// (both threads: the serving one formatting it, the sink's writing it in a batch). It
-    /// asserts nothing about time.
-    #[test]
-    #[ignore]
-    fn access_line_cost() {
-        let _ = simplelog::SimpleLogger::init(log::LevelFilter::Info, simplelog::Config::default());
-        let logger = AccessLogger::new(AccessLog::All);
-        let client = Some("192.0.2.7:50312".parse().unwrap());
-        let n: u64 = std::env::var("PARASOL_ACCESS_LINES")
-            .ok()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(200_000);
-        let started = std::time::Instant::now();
-        for i in 0..n {
-            logger.log(&Entry {
-                method: Some("POST"),
-                route: "/1.0/events",
-                status: 202,
-                bytes: 47 + i % 2,
-                took: Some(Duration::from_micros(412 + i % 1000)),
-                client,
-                request_id: "6f1c2a9e-03b4-7d51-0000-00000000a3f2",
-            });
-        }
-        flush();
-        println!(
-            "{n} lines, {:.0} ns a line",
-            started.elapsed().as_nanos() as f64 / n.max(1) as f64
-        );
-    }
-
     #[test]
     fn lines_are_written_as_the_rest_of_the_log_writes_them() {
         assert_eq!(date_time(1_795_712_073), "2026-11-26T16:54:33");

@@ -3,6 +3,7 @@
 //! `--server-binary`) as the server, and itself with `--serve-hello` as the hello baseline.
 
 mod ab;
+mod access;
 mod baseline;
 mod cost;
 mod data;
@@ -69,6 +70,11 @@ pub struct BenchArgs {
     /// with --export-dir) taking the ingest and single-event workloads in alternating windows
     #[argh(switch)]
     pub compare_exports: bool,
+    /// instead of the benchmark: write this many access lines through the server's access logger
+    /// (to standard error; send it away) and print the time a line; under callgrind, two counts
+    /// give the instructions a line costs
+    #[argh(option)]
+    pub access_lines: Option<u64>,
     /// the resolver feeds: freshness of files and zone serials (idle and busy), AXFR against
     /// BIND's named, IXFR CPU, RSS while serving transfers, single events during a transfer
     #[argh(switch)]
@@ -213,6 +219,15 @@ fn run_args(args: BenchArgs) -> i32 {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("parasol-bench --compare-binaries: {e}");
+                1
+            }
+        };
+    }
+    if let Some(lines) = args.access_lines {
+        return match access::run(lines) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench --access-lines: {e}");
                 1
             }
         };
