@@ -235,6 +235,7 @@ fn when(at: i64) -> String {
 fn answer_words(a: Answer) -> String {
     match a {
         Answer::Whole => "the whole zone".into(),
+        Answer::Differences(1) => "the differences (1 version)".into(),
         Answer::Differences(n) => format!("the differences ({n} versions)"),
         Answer::Current => "already current: the SOA alone".into(),
         Answer::Refused(why) => format!("refused: {why}"),
