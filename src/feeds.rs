@@ -8,9 +8,9 @@
 //! one short lock. Bounded: per zone, the last transfer of at most `SECONDARIES_PER_ZONE`
 //! secondaries (the one heard from the longest ago goes) and the last `REFUSED_PER_ZONE`
 //! refusals; for the whole server, the last `REFUSED_PER_SERVER` refusals; one NOTIFY per
-//! target. A zone's records are kept only while the zone exists (a request naming a zone that
-//! does not exist is kept among the server's refusals alone), so no request can make the
-//! records grow. Everything starts empty when the server starts, and on several nodes each node
+//! target. A zone's records are kept only while the zone exists (a refused request naming a
+//! zone not known here is kept among the server's refusals alone, and transfers are served of
+//! existing zones only), so no request can make the records grow. Everything starts empty when the server starts, and on several nodes each node
 //! keeps what it did itself.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -225,24 +225,22 @@ impl Feeds {
         self.state().orgs.remove(&org);
     }
 
-    /// A request for a zone was answered.
+    /// A request for a zone was answered: a transfer (served only of a zone that exists: kept
+    /// even if the round that made the zone has not recorded its serial yet), or a refusal
+    /// (kept under its zone only if the zone is known here).
     pub fn pulled(&self, pull: Pull) {
         let mut state = self.state();
-        let feed = pull
-            .org
-            .and_then(|org| state.orgs.get_mut(&org))
-            .filter(|f| f.serial.is_some());
         if let Answer::Refused(_) = pull.answer {
-            if let Some(feed) = feed {
+            if let Some(feed) = pull.org.and_then(|org| state.orgs.get_mut(&org)) {
                 push_bounded(&mut feed.refused, pull, REFUSED_PER_ZONE);
             }
             push_bounded(&mut state.refused, pull, REFUSED_PER_SERVER);
             return;
         }
-        let Some(feed) = feed else {
+        let Some(org) = pull.org else {
             return;
         };
-        let secondaries = &mut feed.secondaries;
+        let secondaries = &mut state.orgs.entry(org).or_default().secondaries;
         let transfers = match secondaries.iter().position(|s| s.last.from == pull.from) {
             Some(i) => secondaries.remove(i).transfers,
             None => {
@@ -341,8 +339,7 @@ mod tests {
     #[test]
     fn records_are_bounded_and_kept_for_existing_zones_only() {
         let feeds = Feeds::default();
-        // No zone 7 yet: a transfer cannot be for it, and a refusal goes to the server's.
-        feeds.pulled(pull("127.0.0.1", 7, Answer::Whole));
+        // No zone 7 known: a refusal goes to the server's alone.
         feeds.pulled(pull("127.0.0.1", 7, Answer::Refused("no")));
         assert!(feeds.of(&[7]).is_empty());
         assert_eq!(feeds.server().refused.len(), 1);

@@ -843,7 +843,7 @@ async fn the_overview_shows_the_feeds_of_its_scope_only() {
         .await;
         assert!(page.contains(&pulled), "{page}");
         assert!(
-            page.contains("<td>127.0.0.4</td><td>AXFR</td><td>organization ")
+            page.contains("<td>127.0.0.4</td><td>AXFR</td><td>Acme</td>")
                 && page
                     .contains("refused: neither signed with the key nor from an allowed address"),
             "{page}"

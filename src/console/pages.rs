@@ -290,8 +290,12 @@ fn feeds(v: &FeedsView, orgs: &[OrganizationInfo]) -> Markup {
             .flat_map(|f| f.refused.iter().copied())
             .collect(),
     };
+    // An organization in scope by its name, another (the operator's server-wide list) by its id.
     let zone = |org: Option<i64>| match org {
-        Some(id) => format!("organization {id}"),
+        Some(id) => orgs
+            .iter()
+            .find(|o| o.id == id)
+            .map_or_else(|| format!("organization {id}"), |o| o.name.clone()),
         None => "no zone of this server".to_string(),
     };
     html! {
@@ -332,7 +336,10 @@ fn feeds(v: &FeedsView, orgs: &[OrganizationInfo]) -> Markup {
                     dt { "Last round that wrote" }
                     dd {
                         @match &server.last_round {
-                            Some(r) => { (when(r.at)) ", " (r.took.as_millis()) " ms, " (r.organizations) " organizations" }
+                            Some(r) => {
+                                (when(r.at)) ", " (r.took.as_millis()) " ms, " (r.organizations)
+                                @if r.organizations == 1 { " organization" } @else { " organizations" }
+                            }
                             None => "none since the server started",
                         }
                     }
