@@ -776,7 +776,7 @@ fn the_journal_shows_each_request_and_why_one_was_refused_within_its_bound() {
 /// overview with the secondary's address, the request and the serials, and so do a refused
 /// request for its zone and a serial change (an IXFR from the old serial to the new);
 /// credentials of other organizations see none of it, and only the operator's credential sees
-/// the server's configuration, its NOTIFYs (answered here) and its rounds.
+/// the server's configuration, its NOTIFYs (answered here) and its rounds, a failed one too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_shows_the_feeds_of_its_scope_only() {
     use common::dns::*;
@@ -922,6 +922,25 @@ async fn the_overview_shows_the_feeds_of_its_scope_only() {
         ] {
             assert!(page.contains(&fact), "{fact}: {page}");
         }
+        assert!(!page.contains("Last round that failed"), "{page}");
+
+        // A round that cannot write (the directory replaced by a file): the operator sees it
+        // failed and why; the organization's credential sees none of it.
+        std::fs::rename(&exports, exports.with_extension("moved")).unwrap();
+        std::fs::write(&exports, b"").unwrap();
+        list(&s, org, &["fault.example"]).await;
+        let failed = format!("organization {org}: {}", exports.display());
+        let page = overview_until(&operator, "the failed round on the overview", |p| {
+            p.contains("<dt>Last round that failed</dt>") && p.contains(&failed)
+        })
+        .await;
+        assert!(page.contains(&failed), "{page}");
+        let theirs = owner.get("/console/").await.text();
+        assert!(
+            !theirs.contains("Last round that failed") && !theirs.contains(&failed),
+            "{theirs}"
+        );
+        std::fs::remove_file(&exports).unwrap();
         s.stop().await;
     }
 }
