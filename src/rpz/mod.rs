@@ -23,6 +23,8 @@
 //!   (RFC 8945) or coming from an `--rpz-allow` range; a request signed with another key or a
 //!   wrong signature gets NOTAUTH, everything else REFUSED: other names, other types, other
 //!   opcodes. Over UDP only SOA queries are answered (no amplification).
+//! - With the console on, each transfer answered and each request for a zone refused, the zones'
+//!   serials and each NOTIFY's outcome are recorded in memory for its overview (`crate::feeds`).
 
 pub mod access;
 pub mod journal;
