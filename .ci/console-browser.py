@@ -5,17 +5,22 @@ Run by .ci/console-browser, once per engine:
     python console-browser.py --parasol BIN --engine sqlite|postgres [--database URL]
         --axe axe.min.js --work DIR [--screenshots DIR]
 
-Starts `parasol serve --demo` (fresh data directory under DIR, 127.0.0.1, free port), lists a
-few names through the enforcement interface, then in the browser: the sign-in page, signing in
-with the demo service provider's credential, the overview, an organization (search, delete,
-allow, the decision on a name), the request journal with a refused batch whose member name is
-markup (shown as text, no element made of it), forged forms posted by pages of another site
-(http://127.0.0.2) and of another origin of the same site (https://127.0.0.1, another port):
-refused, nothing changed (checked through the APIs); sign-out (the session is gone).
+Starts `parasol serve --demo` (fresh data directory under DIR, 127.0.0.1, free port) with its
+feeds on (export files into DIR, the RPZ primary on a free port, unsigned transfers allowed
+from 127.0.0.1, NOTIFYs to a UDP responder of this script that answers them), lists a few names
+through the enforcement interface, then in the browser: the sign-in page, signing in with the
+demo service provider's credential, the overview, an organization (search, delete, allow, the
+decision on a name), the request journal with a refused batch whose member name is markup
+(shown as text, no element made of it), the overview's feeds after a zone transfer from
+127.0.0.1 and a refused one from 127.0.0.2 (made by this script's own small DNS client),
+forged forms posted by pages of another site (http://127.0.0.2) and of another origin of the
+same site (https://127.0.0.1, another port): refused with 400, nothing changed (checked through
+the APIs); sign-out (the session is gone).
 On every page: no console error and no Content-Security-Policy violation in chromium's log, and
 axe-core (injected with execute_script, which the page's CSP does not govern) finds nothing of
 impact serious or critical; both checks are first shown to fire (an inline script added to a
-page, an image without alt). With --screenshots, a PNG of each page (1280x900).
+page, an image without alt). With --screenshots, a PNG of each page (1280x900), and one of the overview scrolled to its
+feeds.
 
 Chromium trusts the demo's self-signed certificate by its public key only
 (--ignore-certificate-errors-spki-list with the certificate's SPKI hash), not by ignoring
@@ -31,7 +36,9 @@ import hashlib
 import http.server
 import json
 import os
+import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -92,11 +99,15 @@ def event(domain):
 class Server:
     """`parasol serve --demo` on a fresh data directory, read until its ready line."""
 
-    def __init__(self, parasol, work, database):
+    def __init__(self, parasol, work, database, notify):
         self.data = os.path.join(work, "data")
+        self.exports = os.path.join(work, "exports")
         args = [parasol, "serve", "--demo", "--data-dir", self.data, "--listen", "127.0.0.1:0"]
+        args += ["--export-dir", self.exports, "--rpz-listen", "127.0.0.1:0"]
+        args += ["--rpz-allow", "127.0.0.1/32", "--rpz-notify", f"127.0.0.1:{notify}"]
         if database:
             args += ["--database", database]
+        self.rpz = None
         self.log_path = os.path.join(work, "server.log")
         self.log_file = open(self.log_path, "w")
         self.out = open(os.path.join(work, "server.stdout"), "w")
@@ -105,7 +116,7 @@ class Server:
         self.url = None
         self.reader = threading.Thread(target=self._read_log, daemon=True)
         self.reader.start()
-        if not self.ready.wait(60) or not self.url:
+        if not self.ready.wait(60) or not self.url or not self.rpz:
             self.stop()
             raise Failure(f"the server logged no ready line in 60 s; its log:\n{self.log_text()}")
         # The demo's credentials, written into the data directory before the ready line.
@@ -118,6 +129,10 @@ class Server:
         for line in self.proc.stderr:
             self.log_file.write(line)
             self.log_file.flush()
+            # "rpz: serving the zones org-<id>.rpz.parasol on 127.0.0.1:PORT (UDP and TCP)..."
+            if "rpz: serving the zones " in line and self.rpz is None:
+                host, port = line.split(" on ", 1)[1].split(" ", 1)[0].rsplit(":", 1)
+                self.rpz = (host, int(port))
             if "parasol ready: serving " in line and not self.ready.is_set():
                 self.url = line.split("parasol ready: serving ", 1)[1].strip()
                 self.ready.set()
@@ -179,6 +194,41 @@ class Server:
         doc = json.loads(body)
         items = doc["data"] if isinstance(doc, dict) else doc
         return sorted(i["name"] if isinstance(i, dict) else i for i in items)
+
+
+# ------------------------------------------------------------------------------------------- DNS
+
+
+def answer_notifies():
+    """A UDP socket on 127.0.0.1 that answers every NOTIFY it gets (NOERROR), on a thread of its
+    own; returns its port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.bind(("127.0.0.1", 0))
+
+    def serve():
+        while True:
+            data, peer = sock.recvfrom(4096)
+            if len(data) >= 12:
+                # The same id, QR set, opcode kept, RCODE 0, no records.
+                sock.sendto(data[:2] + bytes([data[2] | 0x80, 0]) + bytes(8), peer)
+
+    threading.Thread(target=serve, daemon=True).start()
+    return sock.getsockname()[1]
+
+
+def axfr_rcode(primary, zone, source):
+    """The RCODE of the first message answering an unsigned AXFR of `zone` over TCP from the
+    loopback address `source`."""
+    qname = b"".join(bytes([len(label)]) + label.encode() for label in zone.split(".")) + b"\0"
+    query = struct.pack(">HHHHHH", 0x5053, 0, 1, 0, 0, 0) + qname + struct.pack(">HH", 252, 1)
+    with socket.create_connection(primary, timeout=WAIT, source_address=(source, 0)) as s:
+        s.sendall(struct.pack(">H", len(query)) + query)
+        f = s.makefile("rb")
+        length = f.read(2)
+        check(len(length) == 2, f"no answer to the AXFR of {zone} from {source}")
+        message = f.read(struct.unpack(">H", length)[0])
+        check(message[:2] == query[:2], f"the answer to the AXFR of {zone}: another id")
+        return message[3] & 0x0F
 
 
 # ------------------------------------------------------------------------- the cross-site page
@@ -573,10 +623,47 @@ def scenario(c, server):
     check(len(rows) == 1 and "400" in rows[0].text, "the filter kept the one refusal")
     c.page_done("journal page, filtered by status")
 
+    # The feeds: once the organization's export files hold its last name (its zone is made in the
+    # same round, before them), a transfer of its zone from 127.0.0.1 (an allowed address) and
+    # one from 127.0.0.2 (neither allowed nor signed: REFUSED, RCODE 5).
+    exported = os.path.join(s.exports, f"org-{org_id}.rpz")
+
+    def in_files(_):
+        try:
+            with open(exported) as f:
+                return "journal-ok.example" in f.read()
+        except FileNotFoundError:
+            return False
+
+    c.wait(in_files, "the organization's last name in its export files")
+    zone = f"org-{org_id}.rpz.parasol"
+    rcode = axfr_rcode(s.rpz, zone, "127.0.0.1")
+    check(rcode == 0, f"the AXFR of {zone} from 127.0.0.1 answered RCODE {rcode}")
+    rcode = axfr_rcode(s.rpz, zone, "127.0.0.2")
+    check(rcode == 5, f"the AXFR of {zone} from 127.0.0.2 answered RCODE {rcode}, not REFUSED")
+
     # The overview again, with the last hour's chart (its screenshot): the organization's events
     # (the listed names and the one accepted since) and its refusal, not the other organization's
-    # event.
+    # event; and its feeds (read again until the NOTIFY of the last change shows as answered).
     c.open("/console/")
+    c.h1("Overview")
+
+    def feeds_shown(d):
+        d.refresh()
+        text = " ".join(c.body().split())
+        return ": answered" in text and "the whole zone" in text and text
+
+    text = c.wait(feeds_shown, "the feeds on the overview, the last NOTIFY answered")
+    for fact in (
+        "127.0.0.1 AXFR",
+        "the whole zone unsigned",
+        "127.0.0.2 AXFR",
+        "refused: neither signed with the key nor from an allowed address",
+        f"on {s.rpz[0]}:{s.rpz[1]} (UDP and TCP)",
+        s.exports,
+        "Last round that wrote",
+    ):
+        check(fact in text, f"the overview's feeds show {fact!r}: {text[-1500:]!r}")
     c.h1("Overview")
     chart = c.d.find_element(By.ID, "chart-words").text
     check(
@@ -584,18 +671,25 @@ def scenario(c, server):
         and ", 1 event requests refused" in chart,
         f"the chart's words: {chart!r}",
     )
-    cells = [td.text for td in c.d.find_elements(By.CSS_SELECTOR, "main table tbody tr td")]
+    cells = [
+        td.text
+        for td in c.d.find_elements(By.CSS_SELECTOR, "main table:first-of-type tbody tr td")
+    ]
     check(
         cells == [str(org_id), org["name"], str(len(s.listed(key)))],
         f"the overview's organizations: {cells}",
     )
     c.page_done("overview page", "overview")
+    feeds = c.d.find_element(By.XPATH, "//h2[text()='Feeds']")
+    c.d.execute_script("arguments[0].scrollIntoView()", feeds)
+    c.page_done("overview page, scrolled to the feeds", "feeds")
 
     # Forged forms: pages of other origins post to the console's actions as soon as they load.
     #  - http://127.0.0.2:PORT is another site: chromium withholds the SameSite=Strict cookie,
-    #    so the server sees no session: the sign-in page (303 to it), or a refusal (4xx).
+    #    so the server sees no session, and refuses a form from another origin as such (400).
     #  - https://127.0.0.1:PORT (the demo's certificate, another port) is the same site but
-    #    another origin: the cookie goes along, and the server's origin check refuses the form.
+    #    another origin: the cookie goes along, and the server's origin check refuses the form
+    #    (400).
     # Either way nothing changes (checked through the APIs), and a form carrying the session's
     # real token is refused all the same. Signing in from another origin is refused too.
     listed_before, allowed_before = s.listed(key), s.allowed(org_id, sp)
@@ -637,20 +731,11 @@ def scenario(c, server):
                     f"the {name} form from {url}: session cookie sent: {sent}, withheld for "
                     f"{withheld}",
                 )
-                refused = all(400 <= st < 500 for st in statuses)
-                if not cookie_sent and not refused:
-                    # No session reached the server: it answered with the sign-in page.
-                    check(
-                        statuses == [303] and c.d.find_element(By.TAG_NAME, "h1").text == "Sign in",
-                        f"the {name} form from {url} answered {statuses}",
-                    )
-                elif name == "signin" or cookie_sent:
-                    check(refused, f"the {name} form from {url} answered {statuses}")
-                if refused:
-                    check(
-                        "not sent from this console" in c.body(),
-                        f"the {name} form's refusal: {c.body()[:200]!r}",
-                    )
+                check(statuses == [400], f"the {name} form from {url} answered {statuses}")
+                check(
+                    "not sent from this console" in c.body(),
+                    f"the {name} form's refusal: {c.body()[:200]!r}",
+                )
                 check(
                     s.listed(key) == listed_before, f"the {name} form from {url} changed the list"
                 )
@@ -705,7 +790,7 @@ def main():
         os.makedirs(a.screenshots, exist_ok=True)
     started = time.monotonic()
     try:
-        server = Server(a.parasol, a.work, a.database)
+        server = Server(a.parasol, a.work, a.database, answer_notifies())
     except Failure as e:
         log(f"{a.engine}: FAILED: {e}")
         sys.exit(1)

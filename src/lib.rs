@@ -12,6 +12,7 @@ pub mod demo;
 pub mod enforcement;
 pub mod error;
 pub mod export;
+pub mod feeds;
 pub mod histogram;
 pub mod host;
 pub mod http;

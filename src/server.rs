@@ -104,6 +104,9 @@ pub async fn run(
         config.limits.budget_wait,
     ));
 
+    // What the feeds do is kept for the console only, and only when there are feeds.
+    let feeds = (config.console.is_some() && (config.export.is_some() || config.rpz.is_some()))
+        .then(|| Arc::new(crate::feeds::Feeds::default()));
     let state = Arc::new(AppState {
         store: store.clone(),
         reputation: Arc::new(reputation),
@@ -125,10 +128,15 @@ pub async fn run(
         journal: config
             .console
             .map(|_| crate::console::journal::Journal::default()),
+        feeds: feeds.clone(),
     });
 
     let rpz = match &config.rpz {
-        Some(r) => Some(crate::rpz::Primary::start(r, &config.data_dir)?),
+        Some(r) => Some(crate::rpz::Primary::start(
+            r,
+            &config.data_dir,
+            feeds.clone(),
+        )?),
         None => None,
     };
     let exporter = if config.export.is_some() || rpz.is_some() {
@@ -140,6 +148,7 @@ pub async fn run(
             config.export.clone(),
             rpz,
             busy,
+            feeds,
         )?)
     } else {
         None

@@ -40,6 +40,9 @@ pub struct AppState {
     pub console: Option<crate::console::session::Sessions>,
     /// The console's request journal; `None` when the console is off.
     pub journal: Option<crate::console::journal::Journal>,
+    /// What the exporter and the RPZ primary did, for the console; `None` when the console is
+    /// off or neither runs.
+    pub feeds: Option<Arc<crate::feeds::Feeds>>,
 }
 
 impl AppState {

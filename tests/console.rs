@@ -159,13 +159,27 @@ fn allowed(s: &TestServer, org: i64) -> Vec<String> {
     run(s.store().allow_list(org)).unwrap()
 }
 
+/// What a page or action of an organization does for a credential that reaches it.
+#[derive(Clone, Copy, Debug)]
+enum Reach {
+    /// The page is shown (200).
+    Page,
+    /// The form is done, and the browser sent back to the organization (303).
+    Done,
+}
+
+/// Every page and action of an organization, for every kind of credential and every
+/// organization: what it reaches answers as `Reach` says and does what it should; what it does
+/// not reach answers 404 like an organization that does not exist, and changes nothing. The
+/// overview lists exactly the organizations reached.
 #[test]
 fn each_credential_kind_sees_and_acts_on_its_own_organizations_only() {
     run(async {
         let s = TestServer::start().await;
         let w = s.world();
+        let name = |org: i64| format!("org{org}.example");
         for org in [w.sp_org, w.msp_org, w.lone_org] {
-            list(&s, org, &[&format!("org{org}.example")]).await;
+            list(&s, org, &[&name(org)]).await;
         }
         let all = [
             (w.sp_org, "Acme"),
@@ -183,57 +197,83 @@ fn each_credential_kind_sees_and_acts_on_its_own_organizations_only() {
                 vec![w.lone_org],
             ),
         ];
-        for (kind, cred, mine) in kinds {
+        // (path under the organization, a form's fields or none for a page, what it does when
+        // reached); the fields' id is the organization's listed name's, looked up each time.
+        type Check<'a> = (&'a str, Option<&'a [(&'a str, &'a str)]>, Reach);
+        let checks: [Check; 5] = [
+            ("", None, Reach::Page),
+            ("/journal", None, Reach::Page),
+            ("/domains/delete", Some(&[("id", "")]), Reach::Done),
+            (
+                "/allowlist/add",
+                Some(&[("name", "x.example")]),
+                Reach::Done,
+            ),
+            (
+                "/allowlist/remove",
+                Some(&[("name", "x.example")]),
+                Reach::Done,
+            ),
+        ];
+        for (kind, cred, mine) in &kinds {
             let mut b = Browser::new(&s);
             let token = b.sign_in(cred).await;
             let overview = b.get("/console/").await.text();
-            for (org, name) in all {
-                let path = format!("/console/organizations/{org}");
-                let page = b.get(&path).await;
+            for (org, org_name) in all {
+                let base = format!("/console/organizations/{org}");
                 let ours = mine.contains(&org);
                 assert_eq!(
-                    overview.contains(&format!("<a href=\"{path}\">{name}</a>")),
+                    overview.contains(&format!("<a href=\"{base}\">{org_name}</a>")),
                     ours,
-                    "{kind}: overview and {name}"
+                    "{kind}: overview and {org_name}"
                 );
-                if ours {
-                    assert_eq!(page.status, 200, "{kind}: {path}");
-                    assert!(page.text().contains(&format!("org{org}.example")));
-                    continue;
+                for (path, fields, reach) in checks {
+                    let what = format!("{kind}: {path:?} of {org_name}");
+                    let id = run(s.store().search_domains(org, name(org), String::new(), 1))
+                        .unwrap()[0]
+                        .id
+                        .to_string();
+                    let r = match fields {
+                        None => b.get(&format!("{base}{path}")).await,
+                        Some(fields) => {
+                            let mut sent = vec![("csrf", token.as_str())];
+                            sent.extend(fields.iter().map(|&(k, v)| match k {
+                                "id" => (k, id.as_str()),
+                                _ => (k, v),
+                            }));
+                            b.post(&format!("{base}{path}"), &sent).await
+                        }
+                    };
+                    let (listed, allowed_now) =
+                        (run(s.store().listed_names(org)).unwrap(), allowed(&s, org));
+                    if !ours {
+                        assert_eq!(r.status, 404, "{what}");
+                        assert!(!r.text().contains(&name(org)), "{what}");
+                        assert_eq!(listed, [name(org)], "{what} changed the list");
+                        assert!(allowed_now.is_empty(), "{what} changed the allow list");
+                        continue;
+                    }
+                    match reach {
+                        Reach::Page => {
+                            assert_eq!(r.status, 200, "{what}");
+                            if path.is_empty() {
+                                assert!(r.text().contains(&name(org)), "{what}");
+                            }
+                        }
+                        Reach::Done => {
+                            assert_eq!(r.status, 303, "{what}: {}", r.text());
+                            match path {
+                                "/domains/delete" => {
+                                    assert!(listed.is_empty(), "{what}");
+                                    // Listed again for the next credential.
+                                    list(&s, org, &[&name(org)]).await;
+                                }
+                                "/allowlist/add" => assert_eq!(allowed_now, ["x.example"]),
+                                _ => assert!(allowed_now.is_empty(), "{what}"),
+                            }
+                        }
+                    }
                 }
-                // Another's organization: 404 for the page and for every action, and nothing
-                // changes.
-                assert_eq!(page.status, 404, "{kind}: {path}");
-                assert!(!page.text().contains(&format!("org{org}.example")));
-                let id = run(s
-                    .store()
-                    .search_domains(org, String::new(), String::new(), 1))
-                .unwrap()[0]
-                    .id
-                    .to_string();
-                let actions = [
-                    (
-                        "domains/delete",
-                        vec![("csrf", token.as_str()), ("id", id.as_str())],
-                    ),
-                    (
-                        "allowlist/add",
-                        vec![("csrf", token.as_str()), ("name", "x.example")],
-                    ),
-                    (
-                        "allowlist/remove",
-                        vec![("csrf", token.as_str()), ("name", "x.example")],
-                    ),
-                ];
-                for (action, fields) in actions {
-                    let r = b.post(&format!("{path}/{action}"), &fields).await;
-                    assert_eq!(r.status, 404, "{kind}: {action} on {name}");
-                }
-                assert_eq!(
-                    run(s.store().listed_names(org)).unwrap(),
-                    [format!("org{org}.example")]
-                );
-                assert!(allowed(&s, org).is_empty());
             }
             // An organization that does not exist reads the same.
             assert_eq!(b.get("/console/organizations/999999").await.status, 404);
@@ -694,6 +734,10 @@ fn the_journal_shows_each_request_and_why_one_was_refused_within_its_bound() {
         ] {
             assert!(theirs.contains(fact), "{fact}: {theirs}");
         }
+        // Without exports or the RPZ primary, the feeds are off: one line says so, to everyone.
+        let off = "<h2>Feeds</h2><p>Feeds are off: this server neither writes export files for \
+                   resolvers nor serves the RPZ zones.</p>";
+        assert!(theirs.contains(off) && overview.contains(off), "{theirs}");
         let journal = format!("/console/organizations/{org}/journal");
         let page = b.get(&journal).await.text();
         assert!(page.contains("<td>202</td><td>2</td>"), "{page}");
@@ -725,4 +769,194 @@ fn the_journal_shows_each_request_and_why_one_was_refused_within_its_bound() {
         assert!(!page.contains("dstDomain") && !page.contains("<td>2</td>"));
         s.stop().await;
     });
+}
+
+/// The overview's feeds section, on a server with export files and the RPZ primary: a transfer
+/// pulled by a secondary (a loopback address of its own) shows on the owning organization's
+/// overview with the secondary's address, the request and the serials, and so do a refused
+/// request for its zone and a serial change (an IXFR from the old serial to the new);
+/// credentials of other organizations see none of it, and only the operator's credential sees
+/// the server's configuration, its NOTIFYs (answered here) and its rounds, a failed one too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_overview_shows_the_feeds_of_its_scope_only() {
+    use common::dns::*;
+    {
+        let dir = TempDir::new();
+        let notify = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        notify
+            .set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let rpz = rpz_config(dir.path(), &[], vec![notify.local_addr().unwrap()]);
+        let addr = rpz.listen;
+        let exports = dir.path().join("exports");
+        let s = TestServer::start_in(dir, |c| {
+            c.rpz = Some(rpz);
+            c.export = Some(parasol::export::ExportConfig::new(&exports));
+        })
+        .await;
+        let w = s.world();
+        let org = w.sp_org;
+        let key = signer("parasol-rpz", SECRET);
+        // Listed, then in the organization's files and zone (the files follow the zone in a
+        // round).
+        let file = exports.join(format!("org-{org}.rpz"));
+        let listed = |name: &'static str| {
+            let file = file.clone();
+            move || {
+                std::fs::read_to_string(&file)
+                    .ok()
+                    .filter(|t| t.contains(name))
+                    .map(|_| ())
+            }
+        };
+        list(&s, org, &["ads.example"]).await;
+        wait_for("ads.example in the files", listed("ads.example")).await;
+        let secondary: std::net::IpAddr = "127.0.0.3".parse().unwrap();
+        let axfr = request(&zone(org), hickory_proto::rr::RecordType::AXFR);
+        let got = records(&exchange(
+            connect_from(secondary, addr).await,
+            axfr.clone(),
+            Some(&key),
+        ));
+        let s1: u32 = got[0].strip_prefix("SOA ").unwrap().parse().unwrap();
+        assert!(got.iter().any(|r| r.starts_with("ads.example.")), "{got:?}");
+        // Unsigned from another address: refused.
+        let refused = exchange(
+            connect_from("127.0.0.4".parse().unwrap(), addr).await,
+            axfr,
+            None,
+        );
+        assert_eq!(
+            refused[0].metadata.response_code,
+            hickory_proto::op::ResponseCode::Refused
+        );
+
+        let mut owner = Browser::new(&s);
+        owner.sign_in(&w.sp_org_cred).await;
+        let pulled = format!(
+            "<td>Acme</td><td>127.0.0.3</td><td>AXFR</td><td>{s1}</td><td>the whole zone</td>\
+             <td>signed with parasol-rpz.</td>"
+        );
+        let page = overview_until(&owner, "the serial on the owner's overview", |p| {
+            p.contains(&format!("<td>{s1} (since "))
+        })
+        .await;
+        assert!(page.contains(&pulled), "{page}");
+        assert!(
+            page.contains("<td>127.0.0.4</td><td>AXFR</td><td>Acme</td>")
+                && page
+                    .contains("refused: neither signed with the key nor from an allowed address"),
+            "{page}"
+        );
+        assert!(!page.contains("not since the server started"), "{page}");
+        // The server's facts are not an organization's.
+        for fact in [
+            "RPZ primary",
+            "NOTIFY targets",
+            "Export directory",
+            &addr.to_string(),
+        ] {
+            assert!(!page.contains(fact), "{fact}: {page}");
+        }
+
+        // A change: a new serial, and the secondary's IXFR from the old one.
+        list(&s, org, &["more.example"]).await;
+        wait_for("more.example in the files", listed("more.example")).await;
+        let got = records(&exchange(
+            connect_from(secondary, addr).await,
+            ixfr(&zone(org), s1),
+            Some(&key),
+        ));
+        let s2: u32 = got[0].strip_prefix("SOA ").unwrap().parse().unwrap();
+        assert_ne!(s1, s2);
+        let page = overview_until(&owner, "the new serial on the owner's overview", |p| {
+            p.contains(&format!("<td>{s2} (since "))
+        })
+        .await;
+        assert!(
+            page.contains(&format!(
+                "<td>127.0.0.3</td><td>IXFR</td><td>{s1} to {s2}</td>\
+                 <td>the differences (1 version)</td><td>signed with parasol-rpz.</td>"
+            )) && page.contains("</td><td>2</td></tr>"),
+            "{page}"
+        );
+        assert!(
+            !page.contains(&pulled),
+            "the secondary's last transfer only: {page}"
+        );
+
+        // Other organizations' credentials: their own zones, none of this one's.
+        for cred in [&w.msp_cred, &w.msp_org_cred, &w.lone_org_cred] {
+            let mut other = Browser::new(&s);
+            other.sign_in(cred).await;
+            let theirs = other.get("/console/").await.text();
+            assert!(theirs.contains("<h2>Feeds</h2>"), "{theirs}");
+            for secret in ["127.0.0.3", "127.0.0.4", "Acme"] {
+                assert!(!theirs.contains(secret), "{secret}: {theirs}");
+            }
+            assert!(theirs.contains("No secondary has transferred these zones"));
+        }
+
+        // The operator: the configuration, the NOTIFY of the new serial (answered), the rounds,
+        // and every refusal.
+        wait_for("the NOTIFY of the new serial", || {
+            answer_notify(&notify).filter(|(_, serial)| *serial == s2)
+        })
+        .await;
+        let mut operator = Browser::new(&s);
+        operator.sign_in(&w.sp_cred).await;
+        let page = overview_until(&operator, "the NOTIFY's answer on the overview", |p| {
+            p.contains(&format!("zone at serial {s2}, ")) && p.contains(": answered</li>")
+        })
+        .await;
+        for fact in [
+            format!("on <code>{addr}</code>"),
+            "transfers signed with key <code>parasol-rpz.</code>".to_string(),
+            format!(
+                "<code>{}</code> (rpz, unbound, dnsmasq, hosts)",
+                exports.display()
+            ),
+            "<dt>Last round that wrote</dt>".to_string(),
+            "<td>127.0.0.4</td>".to_string(),
+            "<td>Acme</td><td>127.0.0.3</td><td>IXFR</td>".to_string(),
+        ] {
+            assert!(page.contains(&fact), "{fact}: {page}");
+        }
+        assert!(!page.contains("Last round that failed"), "{page}");
+
+        // A round that cannot write (the directory replaced by a file): the operator sees it
+        // failed and why; the organization's credential sees none of it.
+        std::fs::rename(&exports, exports.with_extension("moved")).unwrap();
+        std::fs::write(&exports, b"").unwrap();
+        list(&s, org, &["fault.example"]).await;
+        let failed = format!("organization {org}: {}", exports.display());
+        let page = overview_until(&operator, "the failed round on the overview", |p| {
+            p.contains("<dt>Last round that failed</dt>") && p.contains(&failed)
+        })
+        .await;
+        assert!(page.contains(&failed), "{page}");
+        let theirs = owner.get("/console/").await.text();
+        assert!(
+            !theirs.contains("Last round that failed") && !theirs.contains(&failed),
+            "{theirs}"
+        );
+        std::fs::remove_file(&exports).unwrap();
+        s.stop().await;
+    }
+}
+
+/// The overview, read again until `done` holds of it (for at most `WAIT`).
+async fn overview_until(b: &Browser<'_>, what: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let page = b.get("/console/").await.text();
+        if done(&page) {
+            return page;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited {WAIT:?} for {what}: {page}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
 }

@@ -7,54 +7,16 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream, UdpSocket};
-use std::path::Path;
+use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
+use common::dns::*;
 use common::*;
-use hickory_proto::op::{Message, MessageType, OpCode, Query, ResponseCode};
-use hickory_proto::rr::rdata::tsig::TsigAlgorithm;
-use hickory_proto::rr::rdata::SOA;
-use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType, TSigner};
-use parasol::rpz::access::Cidr;
-use parasol::rpz::RpzConfig;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{Name, RecordType};
 use serde_json::json;
 
-const SECRET: &str = "q7ANbnyliDMuvWgnKOxMLi313JGcTZB5ydMW5CyUGXQ=";
 const OTHER_SECRET: &str = "Zm9vYmFyZm9vYmFyZm9vYmFyZm9vYmFyZm9vYmFyZm8=";
-
-fn key_file(dir: &Path) -> std::path::PathBuf {
-    let path = dir.join("rpz.key");
-    std::fs::write(
-        &path,
-        format!("key \"parasol-rpz\" {{\n\talgorithm hmac-sha256;\n\tsecret \"{SECRET}\";\n}};\n"),
-    )
-    .unwrap();
-    path
-}
-
-fn signer(name: &str, secret: &str) -> TSigner {
-    let key = parasol::management::auth::base64_decode(secret).unwrap();
-    TSigner::new(
-        key,
-        TsigAlgorithm::HmacSha256,
-        Name::from_ascii(name).unwrap(),
-        300,
-    )
-    .unwrap()
-}
-
-/// A port free for both UDP and TCP on 127.0.0.1.
-fn free_port() -> u16 {
-    loop {
-        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = tcp.local_addr().unwrap().port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
-}
 
 struct Primary {
     server: TestServer,
@@ -69,131 +31,13 @@ async fn start_in(dir: TempDir, allow: &[&str]) -> Primary {
     notified
         .set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
-    let notify = notified.local_addr().unwrap();
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let key = key_file(dir.path());
-    let allow: Vec<Cidr> = allow.iter().map(|c| Cidr::parse(c).unwrap()).collect();
-    let server = TestServer::start_in(dir, move |c| {
-        c.rpz = Some(RpzConfig {
-            listen: addr,
-            suffix: "rpz.parasol".into(),
-            notify: vec![notify],
-            tsig_key: Some(key),
-            allow,
-        });
-    })
-    .await;
+    let config = rpz_config(dir.path(), allow, vec![notified.local_addr().unwrap()]);
+    let addr = config.listen;
+    let server = TestServer::start_in(dir, move |c| c.rpz = Some(config)).await;
     Primary {
         server,
         addr,
         notified,
-    }
-}
-
-fn zone(org: i64) -> Name {
-    Name::from_ascii(format!("org-{org}.rpz.parasol.")).unwrap()
-}
-
-fn request(name: &Name, qtype: RecordType) -> Message {
-    let mut m = Message::query();
-    let mut q = Query::query(name.clone(), qtype);
-    q.query_class = DNSClass::IN;
-    m.add_query(q);
-    m
-}
-
-/// An IXFR request from `serial`.
-fn ixfr(zone: &Name, serial: u32) -> Message {
-    let mut m = request(zone, RecordType::IXFR);
-    let localhost = Name::from_ascii("localhost.").unwrap();
-    m.add_authority(Record::from_rdata(
-        zone.clone(),
-        0,
-        RData::SOA(SOA::new(localhost.clone(), localhost, serial, 0, 0, 0, 0)),
-    ));
-    m
-}
-
-/// The request in wire form, signed with `key` if given, with the verifier of its answers.
-fn encode(
-    mut m: Message,
-    key: Option<&TSigner>,
-) -> (Vec<u8>, Option<hickory_proto::rr::TSigVerifier>) {
-    match key {
-        Some(k) => {
-            let now = parasol::timefmt::now() as u64;
-            let (sig, verifier) = k.sign_message(&m, now).unwrap();
-            m.set_signature(sig);
-            (m.to_vec().unwrap(), verifier)
-        }
-        None => (m.to_vec().unwrap(), None),
-    }
-}
-
-/// Asks over UDP; the answer, its signature checked if the request was signed.
-fn ask_udp(addr: SocketAddr, m: Message, key: Option<&TSigner>) -> Message {
-    let (bytes, verifier) = encode(m, key);
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.send_to(&bytes, addr).unwrap();
-    let mut buf = [0u8; 4096];
-    let n = s.recv(&mut buf).unwrap();
-    let answer = Message::from_vec(&buf[..n]).unwrap();
-    if let (Some(mut v), ResponseCode::NoError) = (verifier, answer.metadata.response_code) {
-        v.verify(&buf[..n]).expect("a correctly signed answer");
-    }
-    answer
-}
-
-/// Asks over TCP, then closes its side: every message of the answer, until the server closes
-/// the connection, each one's signature checked in turn if the request was signed.
-fn ask_tcp(addr: SocketAddr, m: Message, key: Option<&TSigner>) -> Vec<Message> {
-    let (bytes, mut verifier) = encode(m, key);
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    s.write_all(&(bytes.len() as u16).to_be_bytes()).unwrap();
-    s.write_all(&bytes).unwrap();
-    s.shutdown(std::net::Shutdown::Write).unwrap();
-    let mut out = Vec::new();
-    loop {
-        let mut len = [0u8; 2];
-        match s.read_exact(&mut len) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return out,
-            Err(e) => panic!("{e}"),
-        }
-        let mut buf = vec![0u8; u16::from_be_bytes(len) as usize];
-        s.read_exact(&mut buf).unwrap();
-        let m = Message::from_vec(&buf).unwrap();
-        if let (Some(v), ResponseCode::NoError) = (verifier.as_mut(), m.metadata.response_code) {
-            v.verify(&buf)
-                .expect("every message correctly signed, in sequence");
-        }
-        out.push(m);
-    }
-}
-
-fn records(messages: &[Message]) -> Vec<String> {
-    messages
-        .iter()
-        .flat_map(|m| m.answers.iter())
-        .map(|r| match &r.data {
-            RData::SOA(soa) => format!("SOA {}", soa.serial),
-            RData::NS(ns) => format!("NS {}", ns.0),
-            RData::CNAME(c) => format!("{} CNAME {}", r.name, c.0),
-            other => format!("{} {other}", r.name),
-        })
-        .collect()
-}
-
-fn soa_serial(addr: SocketAddr, org: i64, key: &TSigner) -> Option<u32> {
-    let a = ask_udp(addr, request(&zone(org), RecordType::SOA), Some(key));
-    if a.metadata.response_code != ResponseCode::NoError {
-        return None;
-    }
-    match &a.answers.first()?.data {
-        RData::SOA(soa) => Some(soa.serial),
-        _ => None,
     }
 }
 
@@ -215,19 +59,8 @@ fn trigger(name: &str, org: i64, target: &str) -> [String; 2] {
 /// Waits for a NOTIFY of the zone at a serial after `after`, answers it, and returns the serial.
 async fn notified(p: &Primary, org: i64, after: u32) -> u32 {
     wait_for("a NOTIFY of the new serial", || {
-        let mut buf = [0u8; 4096];
-        let (n, from) = p.notified.recv_from(&mut buf).ok()?;
-        let m = Message::from_vec(&buf[..n]).unwrap();
-        assert_eq!(m.metadata.op_code, OpCode::Notify);
-        assert_eq!(m.queries[0].name(), &zone(org));
-        assert!(m.metadata.authoritative);
-        let mut answer = Message::response(m.metadata.id, OpCode::Notify);
-        answer.metadata.message_type = MessageType::Response;
-        p.notified.send_to(&answer.to_vec().unwrap(), from).unwrap();
-        let serial = m.answers.iter().find_map(|r| match &r.data {
-            RData::SOA(soa) => Some(soa.serial),
-            _ => None,
-        })?;
+        let (name, serial) = answer_notify(&p.notified)?;
+        assert_eq!(name, zone(org));
         parasol::export::formats::serial_after(serial, after).then_some(serial)
     })
     .await

@@ -186,6 +186,25 @@ async fn keys_of(state: &AppState, orgs: &[i64]) -> Result<Vec<CustomerKey>, Mgm
     Ok(keys)
 }
 
+/// What the feeds did for these organizations (those in the credential's scope), and the
+/// server-wide part for the operator's credentials only.
+fn feeds_of(state: &AppState, scope: Scope, orgs: &[OrganizationInfo]) -> pages::FeedsView {
+    let Some(feeds) = &state.feeds else {
+        return pages::FeedsView::default();
+    };
+    let ids: Vec<i64> = orgs.iter().map(|o| o.id).collect();
+    let server = feeds.server();
+    pages::FeedsView {
+        rpz: server.rpz.is_some(),
+        files: server.export.is_some(),
+        key: server.rpz.as_ref().and_then(|r| r.key.clone()),
+        orgs: feeds.of(&ids),
+        // SECURITY: the configuration, NOTIFYs, rounds and refusals of every zone are the
+        // server's: the operator's alone.
+        server: matches!(scope, Scope::ServiceProvider(_)).then_some(server),
+    }
+}
+
 async fn answer(
     state: &AppState,
     sessions: &Sessions,
@@ -269,6 +288,7 @@ async fn answer(
                             reputation_loaded: state.reputation.loaded_at(),
                         }
                     }),
+                    feeds: feeds_of(state, s.scope, &orgs),
                 };
                 Ok(html(
                     StatusCode::OK,

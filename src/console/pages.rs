@@ -5,8 +5,11 @@
 use hyper::StatusCode;
 use maud::{html, Markup, DOCTYPE};
 
+use std::collections::BTreeMap;
+
 use super::journal::{Counts, Minute, Record, Refusal};
 use super::session::Session;
+use crate::feeds::{Answer, NotifyOutcome, OrgFeed, Pull, ServerFeeds, Signed};
 use crate::store::{DomainEntry, OrganizationInfo, Scope, StorageHealth, StorageStats, Verdict};
 
 /// What the overview shows besides the organizations.
@@ -17,6 +20,22 @@ pub struct Facts {
     pub server: Option<ServerFacts>,
     /// The counts of the organizations in the credential's scope, and of nothing else.
     pub counts: Counts,
+    /// What the feeds did.
+    pub feeds: FeedsView,
+}
+
+/// What the overview shows of the feeds: the export files and the RPZ zones.
+#[derive(Default)]
+pub struct FeedsView {
+    /// Whether the RPZ primary serves the zones, and whether the export files are written.
+    pub rpz: bool,
+    pub files: bool,
+    /// The name of the key transfers may be signed with (what a secondary's "signed" means).
+    pub key: Option<String>,
+    /// The organizations in the credential's scope that have records, and nothing else.
+    pub orgs: BTreeMap<i64, OrgFeed>,
+    /// The server-wide part, for the operator's credentials only.
+    pub server: Option<ServerFeeds>,
 }
 
 /// What only the operator sees: why the server is not ready, its disk, its reputation data.
@@ -203,8 +222,213 @@ pub fn overview(
                     }
                 }
             }
+            (feeds(&f.feeds, orgs))
         },
     )
+}
+
+fn when(at: i64) -> String {
+    crate::timefmt::rfc3339(at)
+}
+
+/// What a request got, in words.
+fn answer_words(a: Answer) -> String {
+    match a {
+        Answer::Whole => "the whole zone".into(),
+        Answer::Differences(1) => "the differences (1 version)".into(),
+        Answer::Differences(n) => format!("the differences ({n} versions)"),
+        Answer::Current => "already current: the SOA alone".into(),
+        Answer::Refused(why) => format!("refused: {why}"),
+    }
+}
+
+/// The serials of a transfer: the secondary's and the one it was sent.
+fn serials(p: &Pull) -> String {
+    match (p.had, p.got) {
+        (Some(had), Some(got)) => format!("{had} to {got}"),
+        (Some(had), None) => format!("{had} to none"),
+        (None, Some(got)) => got.to_string(),
+        (None, None) => String::new(),
+    }
+}
+
+fn signed_words(signed: Signed, key: Option<&str>) -> String {
+    match (signed, key) {
+        (Signed::Key, Some(k)) => format!("signed with {k}"),
+        (Signed::Key, None) => "signed".into(),
+        (Signed::Other, _) => "another key, or a wrong signature".into(),
+        (Signed::No, _) => "unsigned".into(),
+    }
+}
+
+fn notify_words(n: &crate::feeds::Notify) -> String {
+    let outcome = match &n.outcome {
+        NotifyOutcome::Waiting => "sent, no answer yet".to_string(),
+        NotifyOutcome::Answered(0) => "answered".to_string(),
+        NotifyOutcome::Answered(rcode) => format!("answered with RCODE {rcode}"),
+        NotifyOutcome::NoAnswer(tries) => format!("no answer after {tries} tries"),
+        NotifyOutcome::Failed(e) => format!("not sent: {e}"),
+    };
+    format!(
+        "organization {}'s zone at serial {}, {}: {outcome}",
+        n.org,
+        n.serial,
+        when(n.at)
+    )
+}
+
+/// The overview's feeds section: per organization in scope, its zone's serial, its files' last
+/// write, the secondaries that transferred its zone and the requests for it refused; the
+/// server's configuration and its NOTIFYs and rounds to the operator alone.
+fn feeds(v: &FeedsView, orgs: &[OrganizationInfo]) -> Markup {
+    let key = v.key.as_deref();
+    let refused: Vec<Pull> = match &v.server {
+        Some(server) => server.refused.clone(),
+        None => v
+            .orgs
+            .values()
+            .flat_map(|f| f.refused.iter().copied())
+            .collect(),
+    };
+    // An organization in scope by its name, another (the operator's server-wide list) by its id.
+    let zone = |org: Option<i64>| match org {
+        Some(id) => orgs
+            .iter()
+            .find(|o| o.id == id)
+            .map_or_else(|| format!("organization {id}"), |o| o.name.clone()),
+        None => "no zone of this server".to_string(),
+    };
+    html! {
+        h2 { "Feeds" }
+        @if !v.rpz && !v.files {
+            p { "Feeds are off: this server neither writes export files for resolvers nor serves the RPZ zones." }
+        } @else {
+            @if !v.rpz { p { "RPZ zones: off (this server does not serve them)." } }
+            @if !v.files { p { "Export files: off (this server does not write them)." } }
+            @if let Some(server) = &v.server {
+                dl {
+                    @if let Some(rpz) = &server.rpz {
+                        dt { "RPZ primary" }
+                        dd {
+                            "zones " code { "org-<id>." (rpz.suffix) "." } " on " code { (rpz.listen) } " (UDP and TCP)"
+                            @if let Some(k) = &rpz.key { "; transfers signed with key " code { (k) } }
+                            @if !rpz.allow.is_empty() { "; unsigned from " (rpz.allow.join(", ")) }
+                        }
+                        dt { "NOTIFY targets" }
+                        dd {
+                            @if server.notifies.is_empty() { "none" }
+                            @else {
+                                ul {
+                                    @for (to, last) in &server.notifies {
+                                        li {
+                                            code { (to) } ": "
+                                            @match last { Some(n) => (notify_words(n)), None => "none sent since the server started" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    @if let Some(export) = &server.export {
+                        dt { "Export directory" }
+                        dd { code { (export.dir.display()) } " (" (export.formats.join(", ")) ")" }
+                    }
+                    dt { "Last round that wrote" }
+                    dd {
+                        @match &server.last_round {
+                            Some(r) => {
+                                (when(r.at)) ", " (r.took.as_millis()) " ms, " (r.organizations)
+                                @if r.organizations == 1 { " organization" } @else { " organizations" }
+                            }
+                            None => "none since the server started",
+                        }
+                    }
+                    @if let Some((at, why)) = &server.last_failure {
+                        dt { "Last round that failed" }
+                        dd { span class="bad" { (when(*at)) } ": " (why) }
+                    }
+                }
+            }
+            table {
+                thead { tr { th scope="col" { "Organization" } th scope="col" { "RPZ serial" } th scope="col" { "Export files written" } } }
+                tbody {
+                    @for o in orgs {
+                        @let f = v.orgs.get(&o.id);
+                        tr {
+                            td { (o.name) }
+                            td {
+                                @match f.and_then(|f| f.serial) {
+                                    Some((serial, since)) => { (serial) " (since " (when(since)) ")" }
+                                    None => { @if v.rpz { "no zone yet" } @else { "off" } }
+                                }
+                            }
+                            td {
+                                @match f.and_then(|f| f.files_written) {
+                                    Some(at) => (when(at)),
+                                    None => { @if v.files { "not since the server started" } @else { "off" } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if v.rpz {
+                h3 { "Zone transfers (the last of each secondary)" }
+                @let pulls: Vec<(&str, &crate::feeds::Secondary)> = orgs.iter()
+                    .filter_map(|o| Some((o.name.as_str(), v.orgs.get(&o.id)?)))
+                    .flat_map(|(name, f)| f.secondaries.iter().map(move |s| (name, s)))
+                    .collect();
+                @if pulls.is_empty() {
+                    p { "No secondary has transferred these zones since the server started." }
+                } @else {
+                    table {
+                        thead { tr {
+                            th scope="col" { "Organization" } th scope="col" { "Secondary" } th scope="col" { "Request" }
+                            th scope="col" { "Serials" } th scope="col" { "Sent" } th scope="col" { "Key" }
+                            th scope="col" { "When" } th scope="col" { "Transfers" }
+                        } }
+                        tbody {
+                            @for (name, s) in &pulls {
+                                tr {
+                                    td { (name) }
+                                    td { (s.last.from) }
+                                    td { (s.last.kind.name()) }
+                                    td { (serials(&s.last)) }
+                                    td { (answer_words(s.last.answer)) }
+                                    td { (signed_words(s.last.signed, key)) }
+                                    td { (when(s.last.at)) }
+                                    td { (s.transfers) }
+                                }
+                            }
+                        }
+                    }
+                }
+                h3 { "Refused zone requests (the latest)" }
+                @if refused.is_empty() {
+                    p { "None since the server started." }
+                } @else {
+                    table {
+                        thead { tr {
+                            th scope="col" { "When" } th scope="col" { "From" } th scope="col" { "Request" }
+                            th scope="col" { "Zone" } th scope="col" { "Key" } th scope="col" { "Why" }
+                        } }
+                        tbody {
+                            @for p in &refused {
+                                tr {
+                                    td { (when(p.at)) }
+                                    td { (p.from) }
+                                    td { (p.kind.name()) }
+                                    td { (zone(p.org)) }
+                                    td { (signed_words(p.signed, key)) }
+                                    td { (answer_words(p.answer)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 pub fn organization(s: &Session, v: &OrgView) -> Markup {

@@ -58,6 +58,7 @@ use tokio::sync::{oneshot, watch};
 
 pub use formats::Format;
 
+use crate::feeds::Feeds;
 use crate::store::{ListCursor, ListRead, Store, StoreError};
 
 /// What `--export-dir`, `--export-formats` and `--export-reload-cmd` ask for.
@@ -112,12 +113,13 @@ impl Exporter {
     /// recording of list changes, and starts the exporter, whose first round writes every
     /// organization's files and removes those of organizations that no longer exist. `busy`
     /// tells whether the server is taking writes at the moment (the store's commits tell the
-    /// rest, see `Pace`).
+    /// rest, see `Pace`). Rounds and the files written are recorded in `feeds`, if given.
     pub fn start(
         store: Store,
         config: Option<ExportConfig>,
         rpz: Option<crate::rpz::Primary>,
         busy: Busy,
+        feeds: Option<Arc<Feeds>>,
     ) -> Result<Exporter, String> {
         let writer = match &config {
             Some(config) => Some(FileWriter::check_and_start(config)?),
@@ -136,9 +138,15 @@ impl Exporter {
                 }
             );
         }
+        if let (Some(feeds), Some(config)) = (&feeds, &config) {
+            feeds.writing_files(crate::feeds::ExportFacts {
+                dir: config.dir.clone(),
+                formats: config.formats.iter().map(|f| f.name()).collect(),
+            });
+        }
         let reload_cmd = config.and_then(|c| c.reload_cmd);
         let (stop, stopped) = watch::channel(false);
-        let task = tokio::spawn(run(store, reload_cmd, writer, rpz, busy, stopped));
+        let task = tokio::spawn(run(store, reload_cmd, writer, rpz, busy, feeds, stopped));
         Ok(Exporter { stop, task })
     }
 
@@ -157,6 +165,7 @@ async fn run(
     writer: Option<FileWriter>,
     rpz: Option<crate::rpz::Primary>,
     busy: Busy,
+    feeds: Option<Arc<Feeds>>,
     mut stop: watch::Receiver<bool>,
 ) {
     let mut pace = Pace::new(Instant::now(), store.version().is_none());
@@ -172,6 +181,8 @@ async fn run(
         version: None,
         first: true,
         unsynced: false,
+        feeds: feeds.clone(),
+        written: Vec::new(),
     };
     let mut reloader = Reloader::new(reload_cmd.map(Arc::from));
     let mut tick = tokio::time::Instant::now();
@@ -196,6 +207,7 @@ async fn run(
             continue;
         }
         pace.round_starts(now);
+        let started = crate::timefmt::now();
         let first = rounds.first;
         match rounds.round().await {
             Ok(written) => {
@@ -213,6 +225,13 @@ async fn run(
                 }
                 if written > 0 || first {
                     reloader.request();
+                    if let Some(f) = &feeds {
+                        f.round_done(crate::feeds::Round {
+                            at: started,
+                            took,
+                            organizations: written,
+                        });
+                    }
                 }
                 if let Some(p) = &rpz {
                     p.changed(&std::mem::take(&mut rounds.changed_zones));
@@ -221,6 +240,9 @@ async fn run(
             }
             Err(e) => {
                 log::error!("export: {e}; trying again in {} s", RETRY.as_secs());
+                if let Some(f) = &feeds {
+                    f.round_failed(started, e);
+                }
                 pace.round_failed(Instant::now());
             }
         }
@@ -379,6 +401,10 @@ struct Rounds {
     /// Files were written whose sync failed (they stay staged): the next round syncs them even
     /// with nothing else to do.
     unsynced: bool,
+    /// Where the files written are recorded for the console, if they are.
+    feeds: Option<Arc<Feeds>>,
+    /// Organizations whose files the round wrote (to be recorded once they are in place).
+    written: Vec<i64>,
 }
 
 impl Rounds {
@@ -441,7 +467,12 @@ impl Rounds {
                 self.remove(org).await.map(|()| true)
             };
             match result {
-                Ok(true) => done += 1,
+                Ok(true) => {
+                    done += 1;
+                    if self.writer.is_some() && orgs.contains(&org) {
+                        self.written.push(org);
+                    }
+                }
                 Ok(false) => {}
                 Err(e) => {
                     self.pending.insert(org);
@@ -472,7 +503,13 @@ impl Rounds {
                 self.unsynced = true;
                 writer.sync().await?;
                 self.unsynced = false;
+                if let Some(f) = &self.feeds {
+                    // A failed sync's organizations are in place now too, unless deleted since.
+                    self.written.retain(|org| orgs.contains(org));
+                    f.files_written(&self.written, crate::timefmt::now());
+                }
             }
+            self.written.clear();
         }
         self.first = false;
         self.known = orgs;
@@ -688,6 +725,9 @@ impl Rounds {
     /// Removes the organization's files and zone.
     async fn remove(&mut self, org: i64) -> Result<(), String> {
         self.lists.remove(&org);
+        if let Some(f) = &self.feeds {
+            f.forget(org);
+        }
         if let Some(zones) = &self.zones {
             zones.remove(org);
         }

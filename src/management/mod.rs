@@ -120,6 +120,7 @@ mod tests {
             )),
             console: None,
             journal: None,
+            feeds: None,
         }
     }
 

@@ -104,6 +104,12 @@ pub struct Cidr {
     bits: u8,
 }
 
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.bits)
+    }
+}
+
 impl Cidr {
     pub fn parse(s: &str) -> Result<Cidr, String> {
         let bad = || format!("--rpz-allow {s:?}: not an address or ADDRESS/BITS");

@@ -23,6 +23,8 @@
 //!   (RFC 8945) or coming from an `--rpz-allow` range; a request signed with another key or a
 //!   wrong signature gets NOTAUTH, everything else REFUSED: other names, other types, other
 //!   opcodes. Over UDP only SOA queries are answered (no amplification).
+//! - With the console on, each transfer answered and each request for a zone refused, the zones'
+//!   serials and each NOTIFY's outcome are recorded in memory for its overview (`crate::feeds`).
 
 pub mod access;
 pub mod journal;
@@ -40,6 +42,7 @@ use hickory_proto::rr::rdata::tsig::TsigError;
 use hickory_proto::rr::{DNSClass, Name, RData, RecordType, TSigner};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::feeds::{Answer, Feeds, Kind, NotifyOutcome, Pull, RpzFacts, Signed};
 use access::Cidr;
 use wire::{Part, Signing, Transfer};
 pub use zone::Zones;
@@ -94,6 +97,8 @@ struct Shared {
     /// The address NOTIFYs are sent from (the listener's, so that secondaries recognise their
     /// primary), port chosen by the system.
     notify_from: SocketAddr,
+    /// Where transfers and NOTIFYs are recorded for the console, if they are.
+    feeds: Option<Arc<Feeds>>,
 }
 
 /// The running primary: its zones, and the tasks that answer on its sockets.
@@ -105,8 +110,13 @@ pub struct Primary {
 impl Primary {
     /// Reads the key, binds the UDP and TCP sockets and starts answering (every zone is empty
     /// and unknown until the exporter's first round fills them: queries for them are REFUSED
-    /// until then). The last serial and the zones' journals are kept in `data_dir`.
-    pub fn start(config: &RpzConfig, data_dir: &Path) -> Result<Primary, String> {
+    /// until then). The last serial and the zones' journals are kept in `data_dir`; transfers
+    /// and NOTIFYs are recorded in `feeds`, if given.
+    pub fn start(
+        config: &RpzConfig,
+        data_dir: &Path,
+        feeds: Option<Arc<Feeds>>,
+    ) -> Result<Primary, String> {
         let key = config
             .tsig_key
             .as_deref()
@@ -140,7 +150,17 @@ impl Primary {
             allow: config.allow.clone(),
             notify: config.notify.clone(),
             notify_from,
+            feeds,
         });
+        if let Some(feeds) = &shared.feeds {
+            feeds.serving_zones(RpzFacts {
+                listen: local,
+                suffix: config.suffix.clone(),
+                key: shared.key.as_ref().map(|k| k.signer_name().to_string()),
+                allow: config.allow.iter().map(|c| c.to_string()).collect(),
+                notify: config.notify.clone(),
+            });
+        }
         log::info!(
             "rpz: serving the zones org-<id>.{} on {local} (UDP and TCP){}{}",
             config.suffix,
@@ -171,11 +191,19 @@ impl Primary {
             let Some(serial) = self.shared.zones.serial(org) else {
                 continue;
             };
+            if let Some(feeds) = &self.shared.feeds {
+                feeds.zone_serial(org, serial, crate::timefmt::now());
+            }
             let Some(zone) = wire::zone_name(org, &self.shared.suffix) else {
                 continue;
             };
             for &to in &self.shared.notify {
-                tokio::spawn(send_notify(self.shared.clone(), zone.clone(), serial, to));
+                tokio::spawn(send_notify(
+                    self.shared.clone(),
+                    (org, zone.clone()),
+                    serial,
+                    to,
+                ));
             }
         }
     }
@@ -189,33 +217,40 @@ impl Primary {
 }
 
 /// Sends one NOTIFY until it is answered (any answer with its id from that address), a few
-/// times at most.
-async fn send_notify(shared: Arc<Shared>, zone: Name, serial: u32, to: SocketAddr) {
+/// times at most; how it ended is recorded in the feeds.
+async fn send_notify(shared: Arc<Shared>, (org, zone): (i64, Name), serial: u32, to: SocketAddr) {
+    if let Some(feeds) = &shared.feeds {
+        feeds.notify_sent(to, org, serial, crate::timefmt::now());
+    }
+    let outcome = notify(&shared, &zone, serial, to).await;
+    if let Some(feeds) = &shared.feeds {
+        feeds.notify_ended(to, org, serial, outcome);
+    }
+}
+
+async fn notify(shared: &Shared, zone: &Name, serial: u32, to: SocketAddr) -> NotifyOutcome {
     let from = match (shared.notify_from.ip(), to.ip()) {
         (a, b) if a.is_ipv4() == b.is_ipv4() && !a.is_unspecified() => shared.notify_from,
         (_, IpAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
         (_, IpAddr::V6(_)) => SocketAddr::from(([0u16; 8], 0)),
     };
+    let failed = |e: String| {
+        log::warn!("rpz: NOTIFY for {zone} to {to}: {e}");
+        NotifyOutcome::Failed(e)
+    };
     let socket = match tokio::net::UdpSocket::bind(from).await {
         Ok(s) => s,
-        Err(e) => {
-            log::warn!("rpz: cannot send NOTIFY to {to}: {e}");
-            return;
-        }
+        Err(e) => return failed(e.to_string()),
     };
     // Unsigned: Unbound does not take a signed NOTIFY, and a NOTIFY only makes the secondary
     // ask for the serial, which it does with its own authentication.
-    let (id, bytes) = match wire::notify(&zone, serial) {
+    let (id, bytes) = match wire::notify(zone, serial) {
         Ok(m) => m,
-        Err(e) => {
-            log::warn!("rpz: cannot build NOTIFY for {zone}: {e}");
-            return;
-        }
+        Err(e) => return failed(e.to_string()),
     };
     for _ in 0..NOTIFY_TRIES {
         if let Err(e) = socket.send_to(&bytes, to).await {
-            log::warn!("rpz: NOTIFY for {zone} to {to}: {e}");
-            return;
+            return failed(e.to_string());
         }
         let answered = tokio::time::timeout(NOTIFY_WAIT, async {
             let mut buf = [0u8; 2048];
@@ -228,20 +263,21 @@ async fn send_notify(shared: Arc<Shared>, zone: Name, serial: u32, to: SocketAdd
                                 "rpz: NOTIFY for {zone} to {to}: answered with RCODE {rcode}"
                             );
                         }
-                        return true;
+                        return Some(rcode);
                     }
                     Ok(_) => continue,
-                    Err(_) => return false,
+                    Err(_) => return None,
                 }
             }
         })
         .await;
-        if answered == Ok(true) {
+        if let Ok(Some(rcode)) = answered {
             log::debug!("rpz: NOTIFY for {zone} serial {serial} answered by {to}");
-            return;
+            return NotifyOutcome::Answered(rcode);
         }
     }
     log::warn!("rpz: NOTIFY for {zone} serial {serial}: no answer from {to}");
+    NotifyOutcome::NoAnswer(NOTIFY_TRIES)
 }
 
 /// What a request gets.
@@ -260,7 +296,14 @@ enum Over {
 }
 
 impl Shared {
-    fn refused(&self, request: &Message, code: ResponseCode) -> Reply {
+    fn refused(
+        &self,
+        request: &Message,
+        code: ResponseCode,
+        seen: &mut Seen,
+        why: &'static str,
+    ) -> Reply {
+        seen.answer = Some(Answer::Refused(why));
         let m = wire::response_to(request, code);
         Reply::One(m.to_vec().unwrap_or_default())
     }
@@ -272,9 +315,29 @@ impl Shared {
         if request.metadata.message_type == MessageType::Response {
             return Reply::Nothing;
         }
+        let Some(feeds) = &self.feeds else {
+            return self.reply(&request, bytes, from, over, &mut Seen::default());
+        };
+        let mut seen = Seen::of(&request, &self.suffix);
+        let reply = self.reply(&request, bytes, from, over, &mut seen);
+        if let Some(pull) = seen.pull(from) {
+            feeds.pulled(pull);
+        }
+        reply
+    }
+
+    fn reply(
+        &self,
+        request: &Message,
+        bytes: &[u8],
+        from: IpAddr,
+        over: Over,
+        seen: &mut Seen,
+    ) -> Reply {
         // A signed request must be signed with the key, and the signature must hold.
         let mut signing = None;
         if let Some(sig) = request.signature() {
+            seen.signed = Signed::Other;
             let Some(key) = self
                 .key
                 .as_ref()
@@ -284,19 +347,22 @@ impl Shared {
                     "rpz: {from}: a request signed with an unknown key {}",
                     sig.name
                 );
-                return Reply::One(wire::tsig_error(&request, TsigError::BadKey, None));
+                seen.answer = Some(Answer::Refused("signed with an unknown key"));
+                return Reply::One(wire::tsig_error(request, TsigError::BadKey, None));
             };
             match key.verify_message_byte(bytes, None, true) {
                 Ok((mac, _, window)) => {
                     let now = u64::try_from(crate::timefmt::now()).unwrap_or(0);
                     if !window.contains(&now) {
                         log::info!("rpz: {from}: a signed request out of its time window");
+                        seen.answer = Some(Answer::Refused("signed out of its time window"));
                         return Reply::One(wire::tsig_error(
-                            &request,
+                            request,
                             TsigError::BadTime,
                             Some(key),
                         ));
                     }
+                    seen.signed = Signed::Key;
                     signing = Some(Signing::new(key.clone(), request.metadata.id, mac));
                 }
                 Err(_) => {
@@ -304,7 +370,8 @@ impl Shared {
                         "rpz: {from}: a request with a wrong signature for key {}",
                         sig.name
                     );
-                    return Reply::One(wire::tsig_error(&request, TsigError::BadSig, Some(key)));
+                    seen.answer = Some(Answer::Refused("a wrong signature"));
+                    return Reply::One(wire::tsig_error(request, TsigError::BadSig, Some(key)));
                 }
             }
         }
@@ -313,22 +380,33 @@ impl Shared {
             log::info!(
                 "rpz: {from}: refused (neither signed with the key nor from an allowed address)"
             );
-            return self.refused(&request, ResponseCode::Refused);
+            return self.refused(
+                request,
+                ResponseCode::Refused,
+                seen,
+                "neither signed with the key nor from an allowed address",
+            );
         }
         if request.metadata.op_code != OpCode::Query || request.queries.len() != 1 {
-            return self.refused(&request, ResponseCode::Refused);
+            return self.refused(request, ResponseCode::Refused, seen, "not a query");
         }
         let q = &request.queries[0];
         let zone = q.name().to_lowercase();
         let Some(org) = wire::org_of(&zone, &self.suffix) else {
-            return self.refused(&request, ResponseCode::Refused);
+            return self.refused(
+                request,
+                ResponseCode::Refused,
+                seen,
+                "not a zone of this server",
+            );
         };
         if q.query_class() != DNSClass::IN {
-            return self.refused(&request, ResponseCode::Refused);
+            return self.refused(request, ResponseCode::Refused, seen, "not class IN");
         }
+        let no_zone = "no such zone";
         let answer = |parts: Vec<Part>, signing: Option<Signing>| {
             Reply::Transfer(Box::new(Transfer::new(
-                &request,
+                request,
                 zone.clone(),
                 parts,
                 signing,
@@ -337,26 +415,27 @@ impl Shared {
         match (q.query_type(), over) {
             (RecordType::SOA, _) | (RecordType::IXFR, Over::Udp) => {
                 let Some(serial) = self.zones.serial(org) else {
-                    return self.refused(&request, ResponseCode::Refused);
+                    return self.refused(request, ResponseCode::Refused, seen, no_zone);
                 };
-                let mut m = wire::response_to(&request, ResponseCode::NoError);
+                let mut m = wire::response_to(request, ResponseCode::NoError);
                 m.add_answer(wire::soa(&zone, serial));
                 match wire::finish(&mut m, signing.as_mut()) {
                     Ok(b) => Reply::One(b),
                     Err(e) => {
                         log::warn!("rpz: cannot answer {zone} SOA: {e}");
-                        self.refused(&request, ResponseCode::ServFail)
+                        self.refused(request, ResponseCode::ServFail, seen, "the answer failed")
                     }
                 }
             }
             (RecordType::AXFR, Over::Tcp) => {
                 let Some((serial, entries)) = self.zones.snapshot(org) else {
-                    return self.refused(&request, ResponseCode::Refused);
+                    return self.refused(request, ResponseCode::Refused, seen, no_zone);
                 };
                 log::info!(
                     "rpz: {from}: AXFR of {zone} serial {serial} ({} names)",
                     entries.len()
                 );
+                (seen.got, seen.answer) = (Some(serial), Some(Answer::Whole));
                 answer(Transfer::full(serial, entries), signing)
             }
             (RecordType::IXFR, Over::Tcp) => {
@@ -365,14 +444,17 @@ impl Shared {
                     _ => None,
                 });
                 let Some(theirs) = theirs else {
-                    return self.refused(&request, ResponseCode::FormErr);
+                    return self.refused(request, ResponseCode::FormErr, seen, "no SOA of its own");
                 };
+                seen.had = Some(theirs);
                 let Some((serial, transfer)) = self.zones.since(org, theirs) else {
-                    return self.refused(&request, ResponseCode::Refused);
+                    return self.refused(request, ResponseCode::Refused, seen, no_zone);
                 };
+                seen.got = Some(serial);
                 match transfer {
                     zone::Transfer::Current => {
                         log::info!("rpz: {from}: IXFR of {zone} from serial {theirs}: current");
+                        seen.answer = Some(Answer::Current);
                         answer(vec![Part::Soa(serial)], signing)
                     }
                     zone::Transfer::Deltas(deltas) => {
@@ -380,22 +462,69 @@ impl Shared {
                             "rpz: {from}: IXFR of {zone} from serial {theirs} to {serial} ({} versions)",
                             deltas.len()
                         );
+                        seen.answer = Some(Answer::Differences(deltas.len()));
                         answer(Transfer::incremental(serial, deltas), signing)
                     }
                     zone::Transfer::Full => {
                         let Some((serial, entries)) = self.zones.snapshot(org) else {
-                            return self.refused(&request, ResponseCode::Refused);
+                            return self.refused(request, ResponseCode::Refused, seen, no_zone);
                         };
                         log::info!(
                             "rpz: {from}: IXFR of {zone} from serial {theirs}: the journal does \
                              not reach back, the whole zone at serial {serial}"
                         );
+                        (seen.got, seen.answer) = (Some(serial), Some(Answer::Whole));
                         answer(Transfer::full(serial, entries), signing)
                     }
                 }
             }
-            _ => self.refused(&request, ResponseCode::Refused),
+            (RecordType::AXFR, Over::Udp) => {
+                self.refused(request, ResponseCode::Refused, seen, "a transfer over UDP")
+            }
+            _ => self.refused(request, ResponseCode::Refused, seen, "not a type served"),
         }
+    }
+}
+
+/// What the feeds record of a request for a zone (`crate::feeds`): filled in as it is answered.
+#[derive(Default)]
+struct Seen {
+    /// `None`: not a request for a zone's SOA or a transfer, not recorded.
+    kind: Option<Kind>,
+    org: Option<i64>,
+    had: Option<u32>,
+    got: Option<u32>,
+    signed: Signed,
+    /// `None`: answered with the SOA (a query, not recorded unless refused).
+    answer: Option<Answer>,
+}
+
+impl Seen {
+    fn of(request: &Message, suffix: &Name) -> Seen {
+        let q = request.queries.first();
+        Seen {
+            kind: q.and_then(|q| match q.query_type() {
+                RecordType::AXFR => Some(Kind::Axfr),
+                RecordType::IXFR => Some(Kind::Ixfr),
+                RecordType::SOA => Some(Kind::Soa),
+                _ => None,
+            }),
+            org: q.and_then(|q| wire::org_of(q.name(), suffix)),
+            ..Seen::default()
+        }
+    }
+
+    fn pull(&self, from: IpAddr) -> Option<Pull> {
+        Some(Pull {
+            at: crate::timefmt::now(),
+            from,
+            kind: self.kind?,
+            org: self.org,
+            had: self.had,
+            got: self.got,
+            signed: self.signed,
+            answer: self.answer?,
+        })
     }
 }
 

@@ -32,6 +32,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 pub mod cluster;
+pub mod dns;
 
 /// Upper bound for any single wait in the tests.
 pub const WAIT: Duration = Duration::from_secs(20);
