@@ -331,15 +331,18 @@ impl Zones {
     }
 
     /// The round of changes is over: the next change gets a new serial, and the files of the
-    /// zones it changed are brought up to date (appended to, written, removed) and synced; after
-    /// the first round, the files of zones that did not come back (or changed while the server
-    /// was down) are rewritten or removed too.
-    pub fn end_round(&self) -> Result<(), String> {
+    /// zones it changed are brought up to date (appended to, written, removed) and synced. Once
+    /// every organization has been seen since start (`seen_all`: the exporter's first pass is
+    /// over), the files of zones that did not come back (or changed while the server was down)
+    /// are rewritten or removed too; until then they wait for their organizations' turn.
+    pub fn end_round(&self, seen_all: bool) -> Result<(), String> {
         let (saves, gone) = {
             let mut state = self.state();
             state.round = None;
-            let restored = std::mem::take(&mut state.restored);
-            state.dirty.extend(restored.into_keys());
+            if seen_all {
+                let restored = std::mem::take(&mut state.restored);
+                state.dirty.extend(restored.into_keys());
+            }
             let dirty = std::mem::take(&mut state.dirty);
             let mut saves = Vec::new();
             let mut gone = Vec::new();
@@ -460,12 +463,12 @@ mod tests {
     fn differences_are_journaled_and_serials_only_grow() {
         let zones = Zones::in_memory();
         assert!(zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
-        zones.end_round().unwrap();
+        zones.end_round(true).unwrap();
         let (s1, _) = zones.snapshot(1).unwrap();
         assert!(!zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
         let next = e(&[("a.test", Action::Passthru), ("b.test", Action::Block)]);
         assert!(zones.update(1, next).unwrap());
-        zones.end_round().unwrap();
+        zones.end_round(true).unwrap();
         let (s2, entries) = zones.snapshot(1).unwrap();
         assert!(serial_after(s2, s1));
         assert_eq!(entries.len(), 2);
@@ -508,7 +511,7 @@ mod tests {
         let (merged, whole) = (Zones::in_memory(), Zones::in_memory());
         for z in [&merged, &whole] {
             z.update(1, before.clone()).unwrap();
-            z.end_round().unwrap();
+            z.end_round(true).unwrap();
         }
         let s1 = merged.serial(1).unwrap();
         // Unsorted, as the exporter hands them over.
@@ -530,6 +533,41 @@ mod tests {
             (&dm[0].removed, &dm[0].added),
             (&dw[0].removed, &dw[0].added)
         );
+    }
+
+    /// While the exporter's first pass has not reached a zone, the rounds before leave its
+    /// journal and serial from before the restart alone: the zone comes back unchanged when its
+    /// turn comes (a secondary's IXFR still works), and only a zone that did not come back by
+    /// the end of the pass loses its file.
+    #[test]
+    fn a_first_pass_in_slices_keeps_the_zones_it_has_not_reached() {
+        let dir = crate::testdir::TempDir::new("rpz-slices");
+        let list = |n: &str| e(&[(n, Action::Block)]);
+        let before = Zones::in_data_dir(&dir);
+        for org in [1, 2, 3] {
+            before.update(org, list(&format!("{org}.test"))).unwrap();
+        }
+        before.end_round(true).unwrap();
+        let serials: Vec<u32> = [1, 2, 3].map(|o| before.serial(o).unwrap()).into();
+        drop(before);
+
+        let after = Zones::in_data_dir(&dir);
+        after.update(1, list("1.test")).unwrap();
+        after.end_round(false).unwrap();
+        after.update(2, list("2.test")).unwrap();
+        after.end_round(false).unwrap();
+        assert_eq!(after.serial(1), Some(serials[0]));
+        assert_eq!(
+            after.serial(2),
+            Some(serials[1]),
+            "zone 2 restored in a later slice"
+        );
+        // Zone 3 never comes back (its organization is gone): its file goes once all were seen.
+        let journal = dir.join("rpz-journal");
+        let files = || std::fs::read_dir(&journal).unwrap().count();
+        assert_eq!(files(), 3);
+        after.end_round(true).unwrap();
+        assert_eq!(files(), 2);
     }
 
     #[test]
