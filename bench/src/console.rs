@@ -160,17 +160,25 @@ pub fn run(opts: &Options, dir: &Path, quick: bool) -> Result<(), String> {
     println!("|---|---|---:|---:|---:|---:|---:|---:|---|");
     for (engine, m) in &rows {
         let s = sorted(&m.server_ms);
+        let p99 = percentile(&s, 0.99);
+        let server = format!(
+            "{} | {} | {}",
+            run::fmt_ms(percentile(&s, 0.5)),
+            run::fmt_ms(p99),
+            run::fmt_ms(s.last().copied().unwrap_or(f64::NAN)),
+        );
+        if m.client_ms.is_empty() {
+            // A baseline: its own time, nothing of the server's.
+            println!("| {engine} | {} | {server} |  |  |  | baseline |", m.name);
+            continue;
+        }
         let c = sorted(&m.client_ms);
         let cpu = m.cpu_secs.map_or("?".to_string(), |cpu| {
             format!("{:.0}", cpu * 1e6 / m.server_ms.len().max(1) as f64)
         });
-        let p99 = percentile(&s, 0.99);
         println!(
-            "| {engine} | {} | {} | {} | {} | {} | {} | {cpu} | {} |",
+            "| {engine} | {} | {server} | {} | {} | {cpu} | {} |",
             m.name,
-            run::fmt_ms(percentile(&s, 0.5)),
-            run::fmt_ms(p99),
-            run::fmt_ms(s.last().copied().unwrap_or(f64::NAN)),
             run::fmt_ms(percentile(&c, 0.5)),
             run::fmt_ms(percentile(&c, 0.99)),
             if p99 < BOUND_MS { "met" } else { "**not met**" }
@@ -178,6 +186,7 @@ pub fn run(opts: &Options, dir: &Path, quick: bool) -> Result<(), String> {
     }
     let missed = rows
         .iter()
+        .filter(|(_, m)| !m.client_ms.is_empty())
         .filter(|(_, m)| percentile(&sorted(&m.server_ms), 0.99) >= BOUND_MS)
         .count();
     if missed > 0 {
@@ -291,9 +300,78 @@ fn engine(
     args.extend(opts.serve_args.iter().map(String::as_str));
     let (server, _) = ChildProc::spawn(&opts.binary, &args, server_cpu, "ready: serving ", false)?;
     let target = Target::new(server.addr(), &cert)?;
-    let measured = runtime.block_on(pages(&target, &server, world, repeat))?;
+    let mut measured = runtime.block_on(pages(&target, &server, world, repeat))?;
+    let url = database.map(str::to_string);
+    let db = dir.join("baseline.db");
+    let commits = run::on_cpu(server_cpu, "the commit baseline", move || {
+        commit_baseline(url.as_deref(), &db, repeat)
+    })?;
+    measured.push(Measured {
+        name: if database.is_some() {
+            "baseline: plain tokio-postgres, one-row DELETE a commit"
+        } else {
+            "baseline: plain rusqlite (WAL, synchronous=FULL), one-row DELETE a commit"
+        },
+        server_ms: commits,
+        client_ms: Vec::new(),
+        cpu_secs: None,
+    });
     server.stop()?;
     Ok(measured.into_iter().map(|m| (label, m)).collect())
+}
+
+/// The engine's own commit on this machine now, beside the pages that write: `n` one-row
+/// deletes, each committed on its own and timed, by a plain client on the server's core, on the
+/// server's database (PostgreSQL, a table of its own) or on a SQLite database beside the
+/// server's with its durability. What a write page's tail shares with the disk and the
+/// database, without any of Parasol.
+fn commit_baseline(database: Option<&str>, sqlite: &Path, n: usize) -> Result<Vec<f64>, String> {
+    let mut took = Vec::with_capacity(n);
+    let n = i64::try_from(n).map_err(|e| e.to_string())?;
+    let Some(url) = database else {
+        let e = |e: rusqlite::Error| e.to_string();
+        let c = rusqlite::Connection::open(sqlite).map_err(e)?;
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;
+             CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+             INSERT INTO t (id, name)
+                 WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 100000)
+                 SELECT i, 'h' || i || '.example' FROM s;",
+        )
+        .map_err(e)?;
+        let mut stmt = c.prepare("DELETE FROM t WHERE id = ?1").map_err(e)?;
+        for id in 1..=n {
+            let t = Instant::now();
+            stmt.execute([id]).map_err(e)?;
+            took.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        return Ok(took);
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    runtime.block_on(async {
+        let c = crate::postgres::connect(url).await?;
+        let e = |e: tokio_postgres::Error| e.to_string();
+        c.batch_execute(
+            "CREATE TABLE bench_commits (id bigint PRIMARY KEY, name text NOT NULL);
+             INSERT INTO bench_commits SELECT i, 'h' || i || '.example'
+                 FROM generate_series(1, 100000) i;",
+        )
+        .await
+        .map_err(e)?;
+        let stmt = c
+            .prepare("DELETE FROM bench_commits WHERE id = $1")
+            .await
+            .map_err(e)?;
+        for id in 1..=n {
+            let t = Instant::now();
+            c.execute(&stmt, &[&id]).await.map_err(e)?;
+            took.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(took)
+    })
 }
 
 /// The session of a signed-in browser: its connection, cookie and CSRF token.

@@ -96,7 +96,7 @@ pub(crate) const SERVER_CPU: usize = 0;
 pub(crate) const CLIENT_CPU: usize = 1;
 
 /// Runs an in-process baseline on a thread of its own, pinned to `cpu` (the server's) if given.
-fn on_cpu<T: Send + 'static>(
+pub(crate) fn on_cpu<T: Send + 'static>(
     cpu: Option<usize>,
     what: &str,
     f: impl FnOnce() -> Result<T, String> + Send + 'static,
