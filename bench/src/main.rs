@@ -5,6 +5,7 @@
 mod ab;
 mod access;
 mod baseline;
+mod console;
 mod cost;
 mod data;
 mod exports;
@@ -79,6 +80,11 @@ pub struct BenchArgs {
     /// BIND's named, IXFR CPU, RSS while serving transfers, single events during a transfer
     #[argh(switch)]
     pub rpz: bool,
+    /// the console's pages at --domains names (default 1000000): server time of each page from
+    /// the access log (median, p99, max) and server CPU per request, on SQLite and, with
+    /// --database, on PostgreSQL
+    #[argh(switch)]
+    pub console: bool,
     /// one more argument for `parasol serve` (repeat it for several), e.g. `--serve-arg
     /// --access-log --serve-arg off` to measure the access log's cost
     #[argh(option)]
@@ -310,6 +316,18 @@ fn run_args(args: BenchArgs) -> i32 {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("parasol-bench --rpz: {e}");
+                1
+            }
+        };
+    }
+    if args.console {
+        let dir = std::env::temp_dir().join(format!("parasol-console-{}", uuid::Uuid::new_v4()));
+        let result = console::run(&opts, &dir, args.quick);
+        let _ = std::fs::remove_dir_all(&dir);
+        return match result {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench --console: {e}");
                 1
             }
         };

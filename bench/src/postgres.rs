@@ -33,7 +33,7 @@ fn redacted(url: &str) -> String {
     parasol::store::redact(url)
 }
 
-async fn connect(url: &str) -> Result<Client, String> {
+pub(crate) async fn connect(url: &str) -> Result<Client, String> {
     let (client, conn) = tokio_postgres::connect(url, NoTls)
         .await
         .map_err(|e| format!("{}: {e}", redacted(url)))?;

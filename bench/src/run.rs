@@ -96,7 +96,7 @@ pub(crate) const SERVER_CPU: usize = 0;
 pub(crate) const CLIENT_CPU: usize = 1;
 
 /// Runs an in-process baseline on a thread of its own, pinned to `cpu` (the server's) if given.
-fn on_cpu<T: Send + 'static>(
+pub(crate) fn on_cpu<T: Send + 'static>(
     cpu: Option<usize>,
     what: &str,
     f: impl FnOnce() -> Result<T, String> + Send + 'static,
@@ -130,7 +130,8 @@ pub(crate) struct ChildProc {
     child: Child,
     pub(crate) addr: SocketAddr,
     /// Its output lines (the first 20,000), shown when it fails to start or to stop. Apart from
-    /// the line that gives its address, nothing is read from them.
+    /// the line that gives its address, only the modes that say so read them (`--rpz` waits for
+    /// a line, `--console` reads the access log's durations).
     log: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
@@ -228,6 +229,11 @@ impl ChildProc {
             std::thread::sleep(Duration::from_millis(50));
         }
         None
+    }
+
+    /// Its output lines so far (the first 20,000).
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.

@@ -68,6 +68,10 @@ managed! {
     /// The organization's customer keys, revoked ones included.
     fn list_customer_keys(&self, org: i64) -> Vec<CustomerKeyInfo>
         = snapshot(tenants::list_customer_keys);
+    /// The customer keys, revoked ones included, of every organization the scope reaches, by
+    /// key (one statement, however many organizations).
+    fn customer_keys_in_scope(&self, scope: Scope) -> Vec<String>
+        = read(tenants::customer_keys_in_scope);
     /// Revokes one live key; false if there was none of that value.
     fn revoke_customer_key(&self, key: String, now: i64) -> bool
         = write(tenants::revoke_customer_key);

@@ -131,6 +131,15 @@ pub(crate) fn prefix_end(prefix: &str) -> String {
     end
 }
 
+/// Where a page of a search by name starts: at the first name not below the returned bound
+/// other than `after` itself. The bound is the greater of `prefix` (names start with it) and
+/// `after` (the page starts past it): one lower bound, so that an engine seeks the name index to
+/// it. Given both as separate bounds, SQLite seeks to one of them and filters by the other, and
+/// a cursor far into a list of a million names then read most of the list.
+pub(crate) fn search_start<'a>(prefix: &'a str, after: &'a str) -> &'a str {
+    prefix.max(after)
+}
+
 /// Who opens the database, which decides the background work that comes with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenRole {

@@ -727,13 +727,14 @@ impl Backend for Postgres {
         self.read(move |db| {
             Box::pin(async move {
                 let end = crate::store::prefix_end(&prefix);
+                let start = crate::store::search_start(&prefix, &after);
                 let limit = limit.max(0);
                 Ok(db
                     .rows(
                         "SELECT id, name, last_seen_at FROM domains
-                         WHERE organization_id = $1 AND name >= $2 AND name > $3 AND name < $4
+                         WHERE organization_id = $1 AND name >= $2 AND name <> $3 AND name < $4
                          ORDER BY name LIMIT $5",
-                        &[&org, &prefix, &after, &end, &limit],
+                        &[&org, &start, &after, &end, &limit],
                     )
                     .await?
                     .iter()

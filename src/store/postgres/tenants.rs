@@ -194,6 +194,21 @@ impl Tenants for Db {
             .collect())
     }
 
+    async fn customer_keys_where(&self, column: &'static str, id: i64) -> Result<Vec<String>> {
+        Ok(self
+            .rows(
+                &format!(
+                    "SELECT k.key FROM organizations o JOIN customer_keys k ON k.organization_id = o.id
+                     WHERE o.{column} = $1 ORDER BY k.key COLLATE \"C\""
+                ),
+                &[&id],
+            )
+            .await?
+            .iter()
+            .map(|r| r.get(0))
+            .collect())
+    }
+
     async fn revoke_customer_key_row(&self, key: &str, now: i64) -> Result<bool> {
         Ok(self
             .exec(

@@ -34,6 +34,9 @@ pub(crate) trait Tenants {
     async fn insert_customer_key(&self, org: i64, key: &str, now: i64) -> Result<()>;
     /// The organization's keys, revoked ones included, by creation time and key.
     async fn customer_keys(&self, org: i64) -> Result<Vec<CustomerKeyInfo>>;
+    /// The keys, revoked ones included, of every organization whose `column` (`reach_column`)
+    /// is `id`, in one statement, by key (bytewise).
+    async fn customer_keys_where(&self, column: &'static str, id: i64) -> Result<Vec<String>>;
     async fn revoke_customer_key_row(&self, key: &str, now: i64) -> Result<bool>;
     /// Revokes every live key of the organization; the keys, by creation time and key.
     async fn revoke_live_keys(&self, org: i64, now: i64) -> Result<Vec<String>>;
@@ -174,6 +177,16 @@ pub(crate) async fn list_customer_keys<X: Tenants>(
     Ok(x.customer_keys(org).await?)
 }
 
+/// The customer keys, revoked ones included, of every organization the scope reaches (the reach
+/// of `organization_visible`), by key: what their journal entries are kept under.
+pub(crate) async fn customer_keys_in_scope<X: Tenants>(
+    x: &X,
+    scope: Scope,
+) -> TxResult<Vec<String>> {
+    let (column, id) = reach_column(scope);
+    Ok(x.customer_keys_where(column, id).await?)
+}
+
 pub(crate) async fn revoke_customer_key<X: Tenants>(
     x: &X,
     key: String,
@@ -268,6 +281,16 @@ pub(crate) fn owner_table(scope: Scope) -> (&'static str, &'static str, i64) {
         Scope::ServiceProvider(id) => ("service_providers", "service_provider_id", id),
         Scope::Msp(id) => ("msps", "msp_id", id),
         Scope::Organization(id) => ("organizations", "organization_id", id),
+    }
+}
+
+/// The column of `organizations` that says whether a scope reaches an organization, and the
+/// value it must hold.
+pub(crate) fn reach_column(scope: Scope) -> (&'static str, i64) {
+    match scope {
+        Scope::ServiceProvider(id) => ("service_provider_id", id),
+        Scope::Msp(id) => ("msp_id", id),
+        Scope::Organization(id) => ("id", id),
     }
 }
 

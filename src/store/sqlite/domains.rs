@@ -410,9 +410,15 @@ pub fn all_names(conn: &Connection, org: i64) -> Result<Vec<String>> {
     Ok(rows.collect::<rusqlite::Result<Vec<String>>>()?)
 }
 
+/// The statement of `search`.
+const SEARCH: &str = "SELECT id, name, last_seen_at FROM domains
+     WHERE organization_id = ?1 AND name >= ?2 AND name <> ?3 AND name < ?4
+     ORDER BY name LIMIT ?5";
+
 /// A page of a search by name (see `Store::search_domains`): a range of the index on
-/// `(organization_id, name)`, from the larger of `prefix` and what follows `after`, up to the
-/// end of the names with the prefix (`prefix_end`): it reads no entry outside the page.
+/// `(organization_id, name)`, from the larger of `prefix` and `after` (`search_start`; `after`
+/// itself left out) up to the end of the names with the prefix (`prefix_end`): it reads no
+/// entry outside the page.
 pub fn search(
     conn: &Connection,
     org: i64,
@@ -420,15 +426,11 @@ pub fn search(
     after: &str,
     limit: i64,
 ) -> Result<Vec<DomainEntry>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT id, name, last_seen_at FROM domains
-         WHERE organization_id = ?1 AND name >= ?2 AND name > ?3 AND name < ?4
-         ORDER BY name LIMIT ?5",
-    )?;
+    let mut stmt = conn.prepare_cached(SEARCH)?;
     let rows = stmt.query_map(
         params![
             org,
-            prefix,
+            crate::store::search_start(prefix, after),
             after,
             crate::store::prefix_end(prefix),
             limit.max(0)
@@ -748,6 +750,40 @@ mod tests {
             .query_row("SELECT floor FROM domain_id_floor", [], |r| r.get(0))
             .unwrap();
         assert_eq!(floor, 7);
+    }
+
+    /// A page far into the list is found by seeking the name index to its cursor: the search
+    /// steps through the page's entries, not through the names before the cursor (with the
+    /// prefix and the cursor given as two lower bounds, SQLite sought to the prefix and stepped
+    /// through every name up to the cursor).
+    #[test]
+    fn a_search_seeks_to_its_cursor_however_deep() {
+        let (c, org) = db();
+        let names: Vec<PreparedEvent> =
+            (0..5000).map(|i| ev(&format!("d{i:04}.example"))).collect();
+        put(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
+        let steps = |prefix: &str, after: &str| {
+            let page = search(&c, org, prefix, after, 10).unwrap();
+            let stmt = c.prepare_cached(SEARCH).unwrap();
+            let steps = stmt.get_status(rusqlite::StatementStatus::VmStep);
+            stmt.reset_status(rusqlite::StatementStatus::VmStep);
+            (page.first().map(|e| e.name.clone()), page.len(), steps)
+        };
+        let (first, n, shallow) = steps("", "");
+        assert_eq!((first.as_deref(), n), (Some("d0000.example"), 10));
+        for (prefix, after, expected) in [
+            ("", "d4900.example", "d4901.example"),
+            ("d", "d4900.example", "d4901.example"),
+            ("d49", "d4900.example", "d4901.example"),
+            ("d49", "a", "d4900.example"),
+        ] {
+            let (first, n, deep) = steps(prefix, after);
+            assert_eq!((first.as_deref(), n), (Some(expected), 10));
+            assert!(
+                deep <= 2 * shallow,
+                "{prefix:?} after {after:?}: {deep} steps, page 1 {shallow}"
+            );
+        }
     }
 
     #[test]

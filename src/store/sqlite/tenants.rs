@@ -214,6 +214,15 @@ impl Tenants for Connection {
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
 
+    async fn customer_keys_where(&self, column: &'static str, id: i64) -> Result<Vec<String>> {
+        let mut stmt = self.prepare_cached(&format!(
+            "SELECT k.key FROM organizations o JOIN customer_keys k ON k.organization_id = o.id
+             WHERE o.{column} = ?1 ORDER BY k.key"
+        ))?;
+        let rows = stmt.query_map(params![id], |r| r.get(0))?;
+        Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+    }
+
     async fn revoke_customer_key_row(&self, key: &str, now: i64) -> Result<bool> {
         Ok(self.execute(
             "UPDATE customer_keys SET revoked_at = ?2 WHERE key = ?1 AND revoked_at IS NULL",

@@ -366,6 +366,15 @@ fn search_domains_pages_through_a_prefix_in_name_order() {
         sorted.sort();
         assert_eq!(all, sorted);
         assert_eq!(search("", "shop.example", 100).await, ["zz.example"]);
+        // A cursor below the prefix's names starts at the first of them; one past them all, or
+        // past the whole list, finds nothing.
+        assert_eq!(
+            search("ads", "ab", 10).await,
+            ["ads-cdn.example", "ads.example", "ads.example.net"]
+        );
+        assert_eq!(search("ads", "ads-cdn.example", 1).await, ["ads.example"]);
+        assert!(search("ads", "adt", 10).await.is_empty());
+        assert!(search("", "zz.example", 10).await.is_empty());
         // Entries carry their ids: the one a delete takes.
         let hit = s
             .search_domains(a.id, "zz".into(), String::new(), 1)

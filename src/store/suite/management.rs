@@ -380,6 +380,69 @@ fn customer_keys_rotate_and_revoke_and_deleted_organizations_take_no_writes() {
 }
 
 #[test]
+fn the_customer_keys_in_a_scope_are_those_of_every_organization_it_reaches_and_no_other() {
+    on_each_engine("scope_keys", |s| async move {
+        let sp = |name: &str| NewServiceProvider {
+            name: name.into(),
+            package_id: 2,
+            seats_total: 100,
+            rebill_at: None,
+            expires_at: None,
+        };
+        let p = s.create_service_provider(sp("p"), 1).await.unwrap();
+        let other = s.create_service_provider(sp("q"), 1).await.unwrap();
+        let msp = s.create_msp("m".into(), 1).await.unwrap();
+        let create = async |parent, name: &str| {
+            s.create_organization(parent, org_fields(name), 1)
+                .await
+                .unwrap()
+        };
+        let a = create(Parent::ServiceProvider(p), "a").await;
+        let b = create(Parent::ServiceProvider(p), "b").await;
+        let c = create(Parent::ServiceProvider(other), "c").await;
+        let d = create(Parent::Msp(msp), "d").await;
+        let lone = create(Parent::None, "e").await;
+        // A second key of b, and a revoked one: its batches stay in its journal.
+        let (b_new, b_revoked) = s.rotate_customer_key(b.id, 2).await.unwrap();
+        assert_eq!(b_revoked, std::slice::from_ref(&b.customer_key));
+        let sorted = |mut v: Vec<String>| {
+            v.sort();
+            v
+        };
+        let keys = |scope| s.customer_keys_in_scope(scope);
+        assert_eq!(
+            keys(Scope::ServiceProvider(p)).await.unwrap(),
+            sorted(vec![a.customer_key.clone(), b.customer_key.clone(), b_new])
+        );
+        assert_eq!(
+            keys(Scope::ServiceProvider(other)).await.unwrap(),
+            std::slice::from_ref(&c.customer_key)
+        );
+        assert_eq!(keys(Scope::Msp(msp)).await.unwrap(), [d.customer_key]);
+        assert_eq!(
+            keys(Scope::Organization(lone.id)).await.unwrap(),
+            [lone.customer_key]
+        );
+        assert_eq!(
+            keys(Scope::Organization(a.id)).await.unwrap(),
+            [a.customer_key]
+        );
+        // Nothing for a scope that reaches nothing, or an owner that does not exist.
+        let empty = s.create_msp("n".into(), 1).await.unwrap();
+        assert!(keys(Scope::Msp(empty)).await.unwrap().is_empty());
+        assert!(keys(Scope::ServiceProvider(p + 1000))
+            .await
+            .unwrap()
+            .is_empty());
+        assert!(s.delete_organization(c.id).await.unwrap());
+        assert!(keys(Scope::ServiceProvider(other))
+            .await
+            .unwrap()
+            .is_empty());
+    });
+}
+
+#[test]
 fn customers_updates_replace_their_fields_and_an_msps_customer_has_only_name_and_seats() {
     on_each_engine("customers", |s| async move {
         let p = s
