@@ -115,14 +115,19 @@ fn fits_rpz(name: &str) -> bool {
 
 /// Writes the list in `format` to `w` (a file's buffered writer: a list of a million names is
 /// never held as one text). `serial` is the RPZ zone's SOA serial.
-pub fn render(
+pub fn render<B>(
     format: Format,
     org: i64,
-    blocked: &[String],
+    blocked: B,
     exceptions: &[String],
     serial: u32,
     w: &mut impl Write,
-) -> std::io::Result<()> {
+) -> std::io::Result<()>
+where
+    // A list's names, gone through once per kind of line (`&Vec<String>`, `&arena::Names`).
+    B: IntoIterator + Copy,
+    B::Item: AsRef<str>,
+{
     match format {
         Format::Rpz => {
             write!(
@@ -142,10 +147,19 @@ pub fn render(
                     &[b"", b" CNAME rpz-passthru.\n*.", b" CNAME rpz-passthru.\n"],
                 )?;
             }
-            for n in blocked.iter().filter(|n| fits_rpz(n)) {
-                lines(w, n, &[b"", b" CNAME .\n*.", b" CNAME .\n"])?;
+            for n in blocked {
+                let n = n.as_ref();
+                if fits_rpz(n) {
+                    lines(w, n, &[b"", b" CNAME .\n*.", b" CNAME .\n"])?;
+                }
             }
-            for n in blocked.iter().chain(exceptions).filter(|n| !fits_rpz(n)) {
+            for n in blocked {
+                let n = n.as_ref();
+                if !fits_rpz(n) {
+                    writeln!(w, "; left out, too long for an RPZ trigger: {n}")?;
+                }
+            }
+            for n in exceptions.iter().filter(|n| !fits_rpz(n)) {
                 writeln!(w, "; left out, too long for an RPZ trigger: {n}")?;
             }
         }
@@ -159,7 +173,11 @@ pub fn render(
             // A local zone covers its name and everything below it; the most specific zone
             // applies, so an exception's transparent zone wins below it.
             for n in blocked {
-                lines(w, n, &[b"    local-zone: \"", b".\" always_nxdomain\n"])?;
+                lines(
+                    w,
+                    n.as_ref(),
+                    &[b"    local-zone: \"", b".\" always_nxdomain\n"],
+                )?;
             }
             for n in exceptions {
                 lines(w, n, &[b"    local-zone: \"", b".\" always_transparent\n"])?;
@@ -177,7 +195,7 @@ pub fn render(
             // servers. dnsmasq applies the longest matching domain, so an exception wins below
             // it over its listed parent.
             for n in blocked {
-                lines(w, n, &[b"server=/", b"/\n"])?;
+                lines(w, n.as_ref(), &[b"server=/", b"/\n"])?;
             }
             for n in exceptions {
                 lines(w, n, &[b"server=/", b"/#\n"])?;
@@ -190,12 +208,12 @@ pub fn render(
                  # The listed names only: a hosts file cannot block subdomains."
             )?;
             for n in blocked {
-                lines(w, n, &[b"0.0.0.0 ", b"\n"])?;
+                lines(w, n.as_ref(), &[b"0.0.0.0 ", b"\n"])?;
             }
         }
         Format::Plain => {
             for n in blocked {
-                lines(w, n, &[b"", b"\n"])?;
+                lines(w, n.as_ref(), &[b"", b"\n"])?;
             }
         }
     }
@@ -300,6 +318,21 @@ mod tests {
         ] {
             let text = rendered(f);
             assert!(text.lines().next().unwrap().starts_with(comment), "{f:?}");
+        }
+    }
+
+    /// A list held in an arena renders as the same names in a `Vec` do.
+    #[test]
+    fn a_held_list_renders_as_its_names_do() {
+        let blocked = s(&["a.example", "b.example", &"c".repeat(240)]);
+        let held = crate::arena::Names::from_names(blocked.iter().map(String::as_str)).unwrap();
+        let exceptions = s(&["ok.a.example"]);
+        for format in Format::RESOLVERS {
+            let (mut from_vec, mut from_held) = (Vec::new(), Vec::new());
+            render(format, 3, &blocked, &exceptions, 9, &mut from_vec).unwrap();
+            render(format, 3, &held, &exceptions, 9, &mut from_held).unwrap();
+            assert!(String::from_utf8_lossy(&from_vec).contains("b.example"));
+            assert_eq!(from_vec, from_held, "{format:?}");
         }
     }
 
