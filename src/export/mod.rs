@@ -59,6 +59,7 @@ use tokio::sync::{oneshot, watch};
 pub use formats::Format;
 
 use crate::arena::Names;
+use crate::rpz::zone::{Triggers, Zones};
 use crate::store::{ListCursor, ListRead, Store, StoreError};
 
 /// What `--export-dir`, `--export-formats` and `--export-reload-cmd` ask for.
@@ -238,6 +239,9 @@ const REVIEW: Duration = Duration::from_secs(600);
 /// round, every list comes due at once, and a round of them all would take as long as the
 /// first.
 const REVIEW_BATCH: usize = 64;
+/// A round of one organization that takes this long (half of `FRESH`) is logged with where its
+/// time went: a list large enough for that is one whose changes may miss their second.
+const SLOW: Duration = Duration::from_millis(500);
 
 /// When the exporter looks at the store's counters (both are read from memory).
 const TICK: Duration = Duration::from_millis(25);
@@ -433,8 +437,9 @@ impl Rounds {
         let mut failure = None;
         for org in std::mem::take(&mut self.pending) {
             let result = if orgs.contains(&org) {
+                let started = Instant::now();
                 match self.read(org).await {
-                    Ok(change) => self.write(org, change).await,
+                    Ok(change) => self.write(org, change, started).await,
                     Err(StoreError::NotFound) => self.remove(org).await.map(|()| true),
                     Err(e) => Err(store_failure(e)),
                 }
@@ -591,8 +596,10 @@ impl Rounds {
     /// Brings the organization's files and zone to the list `change` leads to; whether it wrote
     /// anything (a list read whole again for `REVIEW` alone and found as held is not written;
     /// any recorded change rewrites the files, so that a resolver sees a new serial).
-    async fn write(&mut self, org: i64, change: Change) -> Result<bool, String> {
-        let mut held = match change {
+    /// `started`: when the round began to read the list (for `SLOW`'s log line).
+    async fn write(&mut self, org: i64, change: Change, started: Instant) -> Result<bool, String> {
+        let reading = started.elapsed();
+        let (mut held, took) = match change {
             Change::Whole(mut held, blocked) => {
                 let names = Names::from_names(blocked.iter().map(String::as_str));
                 drop(blocked);
@@ -608,9 +615,16 @@ impl Rounds {
                     self.lists.insert(org, held);
                     return Ok(false);
                 }
+                // Sorting a large list into triggers takes a while: off the runtime's threads.
+                let lists = (held.blocked.clone(), held.exceptions.clone());
+                let zone = move |zones: &Zones| {
+                    let triggers = Triggers::of_lists(&*lists.0, &lists.1)?;
+                    drop(lists);
+                    zones.update(org, triggers)
+                };
                 let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
-                self.write_whole(org, blocked, exceptions).await?;
-                held
+                let took = self.zone_and_files(org, zone, blocked, exceptions).await?;
+                (held, took)
             }
             Change::Appended {
                 blocked,
@@ -626,30 +640,30 @@ impl Rounds {
                     self.lists.insert(org, held);
                     return Ok(true);
                 }
-                if let Some(zones) = &self.zones {
-                    let (removed, added) =
-                        appended_triggers(&blocked, &held.exceptions, &exceptions);
-                    let zones = zones.clone();
-                    let changed =
-                        tokio::task::spawn_blocking(move || zones.apply(org, removed, added))
-                            .await
-                            .map_err(|e| format!("the zone update failed: {e}"))??;
-                    if changed {
-                        self.changed_zones.push(org);
-                    }
-                }
+                let (removed, added) = appended_triggers(&blocked, &held.exceptions, &exceptions);
+                let zone = move |zones: &Zones| zones.apply(org, removed, added);
                 Arc::make_mut(&mut held.blocked).extend(blocked.iter().map(String::as_str))?;
                 if new_exceptions {
                     held.exceptions = Arc::new(exceptions);
                 }
                 (held.cursor, held.count, held.check) = (read.last, read.count, read.check);
-                if let Some(w) = &self.writer {
-                    w.write(org, held.blocked.clone(), held.exceptions.clone())
-                        .await?;
-                }
-                held
+                let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
+                let took = self.zone_and_files(org, zone, blocked, exceptions).await?;
+                (held, took)
             }
         };
+        let (zone, files) = took;
+        if reading + zone.max(files) >= SLOW {
+            log::info!(
+                "export: organization {org} ({} names): its round took {} ms: reading the \
+                 change {} ms, then at once the zone {} ms and the files {} ms",
+                held.blocked.len(),
+                (reading + zone.max(files)).as_millis(),
+                reading.as_millis(),
+                zone.as_millis(),
+                files.as_millis()
+            );
+        }
         if self.writer.is_none() {
             // Only the files are written from the held names; the zone holds its own.
             held.blocked = Arc::default();
@@ -665,32 +679,42 @@ impl Rounds {
             .any(|h| now.saturating_duration_since(h.read_whole) >= REVIEW)
     }
 
-    /// Writes the organization's files and updates its zone from its whole list.
-    async fn write_whole(
+    /// Brings the organization's zone (by `zone`, on a blocking thread, if zones are served)
+    /// and its files (from `blocked` and `exceptions`, if written) up to date at once: a large
+    /// list's files are rendered while its zone is sorted or merged, and the round takes the
+    /// longer of the two rather than their sum. Returns how long each took.
+    async fn zone_and_files(
         &mut self,
         org: i64,
+        zone: impl FnOnce(&Zones) -> Result<bool, String> + Send + 'static,
         blocked: Arc<Names>,
         exceptions: Arc<Vec<String>>,
-    ) -> Result<(), String> {
-        if let Some(zones) = &self.zones {
-            // Sorting a large list into triggers takes a while: off the runtime's threads.
-            let zones = zones.clone();
-            let lists = (blocked.clone(), exceptions.clone());
-            let changed = tokio::task::spawn_blocking(move || {
-                let triggers = crate::rpz::zone::Triggers::of_lists(&*lists.0, &lists.1)?;
-                drop(lists);
-                zones.update(org, triggers)
+    ) -> Result<(Duration, Duration), String> {
+        let zone = async {
+            let Some(zones) = self.zones.clone() else {
+                return Ok((false, Duration::ZERO));
+            };
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                zone(&zones).map(|changed| (changed, started.elapsed()))
             })
             .await
-            .map_err(|e| format!("the zone update failed: {e}"))??;
-            if changed {
-                self.changed_zones.push(org);
+            .map_err(|e| format!("the zone update failed: {e}"))?
+        };
+        let files = async {
+            let started = Instant::now();
+            match &self.writer {
+                Some(w) => w.write(org, blocked, exceptions).await,
+                None => Ok(()),
             }
+            .map(|()| started.elapsed())
+        };
+        let (zone, files) = tokio::join!(zone, files);
+        let (changed, zone) = zone?;
+        if changed {
+            self.changed_zones.push(org);
         }
-        match &self.writer {
-            Some(w) => w.write(org, blocked, exceptions).await,
-            None => Ok(()),
-        }
+        Ok((zone, files?))
     }
 
     /// Removes the organization's files and zone.
