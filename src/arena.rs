@@ -132,6 +132,20 @@ impl Names {
             start: 0,
         }
     }
+
+    /// The names from the one at `i` on, without their flags.
+    pub fn iter_from(&self, i: usize) -> impl Iterator<Item = &str> {
+        let start = match i.checked_sub(1).and_then(|b| self.ends.get(b)) {
+            Some(e) => (e & !FLAG) as usize,
+            None => 0,
+        };
+        Iter {
+            names: self,
+            at: i,
+            start,
+        }
+        .map(|(n, _)| n)
+    }
 }
 
 impl fmt::Debug for Names {
@@ -206,6 +220,13 @@ mod tests {
         assert_eq!(n.text_len(), "a.testbé.testc.testd.test".len());
         let plain: Vec<&str> = (&n).into_iter().collect();
         assert_eq!(plain, ["a.test", "", "bé.test", "c.test", "d.test"]);
+        assert_eq!(
+            n.iter_from(2).collect::<Vec<_>>(),
+            ["bé.test", "c.test", "d.test"]
+        );
+        assert_eq!(n.iter_from(0).count(), 5);
+        assert_eq!(n.iter_from(5).count(), 0);
+        assert_eq!(n.iter_from(9).count(), 0);
         let again = Names::from_names(plain.iter().copied()).unwrap();
         assert_eq!(again.len(), 5);
         assert_eq!(again.get(2), Some(("bé.test", false)));

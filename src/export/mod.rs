@@ -623,7 +623,9 @@ impl Rounds {
                     zones.update(org, triggers)
                 };
                 let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
-                let took = self.zone_and_files(org, zone, blocked, exceptions).await?;
+                let took = self
+                    .zone_and_files(org, zone, blocked, exceptions, None)
+                    .await?;
                 (held, took)
             }
             Change::Appended {
@@ -642,13 +644,18 @@ impl Rounds {
                 }
                 let (removed, added) = appended_triggers(&blocked, &held.exceptions, &exceptions);
                 let zone = move |zones: &Zones| zones.apply(org, removed, added);
+                // The files as last written, with lines for the new names: copied, not
+                // rendered again (see `Files::write`).
+                let appended = (!new_exceptions).then_some(held.blocked.len());
                 Arc::make_mut(&mut held.blocked).extend(blocked.iter().map(String::as_str))?;
                 if new_exceptions {
                     held.exceptions = Arc::new(exceptions);
                 }
                 (held.cursor, held.count, held.check) = (read.last, read.count, read.check);
                 let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
-                let took = self.zone_and_files(org, zone, blocked, exceptions).await?;
+                let took = self
+                    .zone_and_files(org, zone, blocked, exceptions, appended)
+                    .await?;
                 (held, took)
             }
         };
@@ -682,13 +689,16 @@ impl Rounds {
     /// Brings the organization's zone (by `zone`, on a blocking thread, if zones are served)
     /// and its files (from `blocked` and `exceptions`, if written) up to date at once: a large
     /// list's files are rendered while its zone is sorted or merged, and the round takes the
-    /// longer of the two rather than their sum. Returns how long each took.
+    /// longer of the two rather than their sum. `appended`: the list is the one last written
+    /// with names listed after its first `appended` (the same exceptions). Returns how long each
+    /// took.
     async fn zone_and_files(
         &mut self,
         org: i64,
         zone: impl FnOnce(&Zones) -> Result<bool, String> + Send + 'static,
         blocked: Arc<Names>,
         exceptions: Arc<Vec<String>>,
+        appended: Option<usize>,
     ) -> Result<(Duration, Duration), String> {
         let zone = async {
             let Some(zones) = self.zones.clone() else {
@@ -704,7 +714,7 @@ impl Rounds {
         let files = async {
             let started = Instant::now();
             match &self.writer {
-                Some(w) => w.write(org, blocked, exceptions).await,
+                Some(w) => w.write(org, blocked, exceptions, appended).await,
                 None => Ok(()),
             }
             .map(|()| started.elapsed())
@@ -770,6 +780,8 @@ enum Job {
         org: i64,
         blocked: Arc<Names>,
         exceptions: Arc<Vec<String>>,
+        /// The list is the one last written with names listed after its first this many.
+        appended: Option<usize>,
         reply: oneshot::Sender<Result<(), String>>,
     },
     Remove {
@@ -822,6 +834,8 @@ impl FileWriter {
                     formats,
                     serials: HashMap::new(),
                     batch: files::Batch::default(),
+                    layouts: HashMap::new(),
+                    staged: HashMap::new(),
                 };
                 while let Ok(job) = queue.recv() {
                     files.run(job);
@@ -848,11 +862,13 @@ impl FileWriter {
         org: i64,
         blocked: Arc<Names>,
         exceptions: Arc<Vec<String>>,
+        appended: Option<usize>,
     ) -> Result<(), String> {
         self.call(|reply| Job::Write {
             org,
             blocked,
             exceptions,
+            appended,
             reply,
         })
         .await
@@ -895,6 +911,38 @@ struct Files {
     serials: HashMap<i64, u32>,
     /// The round's files, written to temporary files, put in place together by `Job::Sync`.
     batch: files::Batch,
+    /// The sections of the files in place (as this thread wrote them), and of the round's files
+    /// staged (in place once `Job::Sync` commits them).
+    layouts: HashMap<(i64, Format), Layout>,
+    staged: HashMap<(i64, Format), Layout>,
+}
+
+/// Where a written file's sections end (see `formats::render_header`), and how many listed
+/// names it holds: what a file with names appended to its list is copied from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    names: usize,
+    header: u64,
+    blocked_end: u64,
+    len: u64,
+}
+
+/// A writer that counts what goes through it.
+struct Counted<'a, W: std::io::Write> {
+    inner: &'a mut W,
+    written: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 impl Files {
@@ -904,9 +952,10 @@ impl Files {
                 org,
                 blocked,
                 exceptions,
+                appended,
                 reply,
             } => {
-                let written = self.write(org, &blocked, &exceptions);
+                let written = self.write(org, &blocked, &exceptions, appended);
                 // Let go of the lists before answering: the exporter extends them in place
                 // next round, which it can do only while it holds them alone.
                 drop((blocked, exceptions));
@@ -921,12 +970,14 @@ impl Files {
             Job::Sync { reply } => {
                 // The round's files put in place, and the removals made durable.
                 let dir = self.dir.clone();
-                let _ = reply.send(
-                    self.batch
-                        .commit(&[&dir])
-                        .map(|_| ())
-                        .map_err(|e| self.failed(&dir, e)),
-                );
+                let committed = self.batch.commit(&[&dir]);
+                let staged = std::mem::take(&mut self.staged);
+                match committed {
+                    Ok(_) => self.layouts.extend(staged),
+                    // Whether each file was put in place is not known: written whole next time.
+                    Err(_) => self.layouts.retain(|k, _| !staged.contains_key(k)),
+                }
+                let _ = reply.send(committed.map(|_| ()).map_err(|e| self.failed(&dir, e)));
             }
             Job::Release => release_freed_memory(),
         }
@@ -936,7 +987,19 @@ impl Files {
         format!("{}: {e}", path.display())
     }
 
-    fn write(&mut self, org: i64, blocked: &Names, exceptions: &[String]) -> Result<(), String> {
+    /// Writes the organization's files (staged, put in place by `Job::Sync`). With `appended`
+    /// (names listed after the first `appended` of a list whose files this thread last wrote,
+    /// its exceptions the same), each file is its version in place with a new header, the new
+    /// names' lines inserted after the old ones, and its last section written again: the same
+    /// bytes as written whole, but a list of a million names is copied (by the kernel) rather
+    /// than rendered again.
+    fn write(
+        &mut self,
+        org: i64,
+        blocked: &Names,
+        exceptions: &[String],
+        appended: Option<usize>,
+    ) -> Result<(), String> {
         for format in self.formats.clone() {
             let path = self.dir.join(format.file_name(org));
             let serial = match format {
@@ -950,11 +1013,55 @@ impl Files {
                 }
                 _ => 0,
             };
+            // The file in place, if it is the one last written for the list before the names
+            // appended (its size tells it was not replaced by anything else).
+            let from = appended.and_then(|n| {
+                let l = self.layouts.get(&(org, format)).filter(|l| l.names == n)?;
+                let file = std::fs::File::open(&path).ok()?;
+                (file.metadata().ok()?.len() == l.len).then_some((*l, file))
+            });
+            let mut layout = None;
             self.batch
                 .stage_with(&path, |w| {
-                    formats::render(format, org, blocked, exceptions, serial, w)
+                    let mut w = Counted {
+                        inner: w,
+                        written: 0,
+                    };
+                    formats::render_header(format, org, serial, &mut w)?;
+                    let header = w.written;
+                    match from {
+                        Some((old, mut file)) => {
+                            use std::io::{Read, Seek};
+                            file.seek(std::io::SeekFrom::Start(old.header))?;
+                            let want = old.blocked_end - old.header;
+                            // Straight to the file's writer: the kernel copies (copy_file_range).
+                            let copied = std::io::copy(&mut file.take(want), w.inner)?;
+                            w.written += copied;
+                            if copied != want {
+                                return Err(std::io::Error::other("the file was cut short"));
+                            }
+                            formats::render_blocked(format, blocked.iter_from(old.names), &mut w)?;
+                        }
+                        None => {
+                            formats::render_before(format, exceptions, &mut w)?;
+                            formats::render_blocked(format, blocked, &mut w)?;
+                        }
+                    }
+                    let blocked_end = w.written;
+                    formats::render_after(format, blocked, exceptions, &mut w)?;
+                    layout = Some(Layout {
+                        names: blocked.len(),
+                        header,
+                        blocked_end,
+                        len: w.written,
+                    });
+                    Ok(())
                 })
                 .map_err(|e| self.failed(&path, e))?;
+            match layout {
+                Some(l) => self.staged.insert((org, format), l),
+                None => self.staged.remove(&(org, format)),
+            };
             if format == Format::Rpz {
                 self.serials.insert(org, serial);
             }
@@ -966,6 +1073,8 @@ impl Files {
     /// `--export-formats` included).
     fn remove(&mut self, org: i64) -> Result<(), String> {
         self.serials.remove(&org);
+        self.layouts.retain(|k, _| k.0 != org);
+        self.staged.retain(|k, _| k.0 != org);
         for format in Format::RESOLVERS {
             let path = self.dir.join(format.file_name(org));
             self.batch.discard(&path);
@@ -1266,6 +1375,67 @@ mod tests {
                 (Box::from("new.example"), Action::Block)
             ]
         );
+    }
+
+    /// Names appended to a list: each file is the one in place (its bytes copied: a name
+    /// altered in it in place stays altered) with the new names' lines, byte for byte what the
+    /// list written whole gives; a file of another size than written is written whole.
+    #[test]
+    fn files_of_a_list_with_names_appended_are_copied_and_extended() {
+        let dir = crate::testdir::TempDir::new("export-append");
+        let mut files = Files {
+            dir: dir.to_path_buf(),
+            formats: Format::RESOLVERS.to_vec(),
+            serials: HashMap::new(),
+            batch: files::Batch::default(),
+            layouts: HashMap::new(),
+            staged: HashMap::new(),
+        };
+        let sync = |files: &mut Files| {
+            let (reply, _answer) = oneshot::channel();
+            files.run(Job::Sync { reply });
+        };
+        let long = format!("{}.example", "x".repeat(240));
+        let mut list: Vec<String> = vec!["a.example".into(), long.clone(), "b.example".into()];
+        let exceptions = vec!["ok.a.example".to_string(), format!("ok.{long}")];
+        let held = |l: &[String]| Names::from_names(l.iter().map(String::as_str)).unwrap();
+        files.write(5, &held(&list), &exceptions, None).unwrap();
+        sync(&mut files);
+        let read = |f: Format| std::fs::read_to_string(dir.join(f.file_name(5))).unwrap();
+        let expected = |f: Format, l: &[String], files: &Files| {
+            formats::render_to_string(f, 5, l, &exceptions, files.serials[&5])
+        };
+        for f in Format::RESOLVERS {
+            assert_eq!(read(f), expected(f, &list, &files), "{f:?}");
+            // Altered in place, the same size.
+            let altered = read(f).replace("b.example", "B.example");
+            std::fs::write(dir.join(f.file_name(5)), altered).unwrap();
+        }
+        list.extend(["c.example".to_string(), format!("y{long}")]);
+        files.write(5, &held(&list), &exceptions, Some(3)).unwrap();
+        sync(&mut files);
+        for f in Format::RESOLVERS {
+            let whole = expected(f, &list, &files);
+            assert_ne!(read(f), whole, "{f:?}");
+            assert_eq!(read(f), whole.replace("b.example", "B.example"), "{f:?}");
+            // Another size than written: written whole at the next append.
+            let mut grown = read(f);
+            grown.push('\n');
+            std::fs::write(dir.join(f.file_name(5)), grown).unwrap();
+        }
+        list.push("d.example".into());
+        files.write(5, &held(&list), &exceptions, Some(5)).unwrap();
+        sync(&mut files);
+        for f in Format::RESOLVERS {
+            assert_eq!(read(f), expected(f, &list, &files), "{f:?}");
+        }
+        // Not the count last written: written whole.
+        list.push("e.example".into());
+        files.write(5, &held(&list), &exceptions, Some(2)).unwrap();
+        sync(&mut files);
+        for f in Format::RESOLVERS {
+            assert_eq!(read(f), expected(f, &list, &files), "{f:?}");
+        }
     }
 
     /// A pace as the exporter's first round, which took `took`, leaves it at `t0`.
