@@ -16,8 +16,9 @@
 //!   its end (`Store::block_list_since`), with the list's length and check, which tell whether
 //!   anything else changed (a removal, an entry another node committed behind it); the allow list
 //!   comes along to be compared. Names only added: appended to the held list, their triggers
-//!   merged into the zone (`Zones::apply`), the files written from memory. Anything else: the
-//!   whole list is read again, as at start.
+//!   merged into the zone (`Zones::apply`), and each file made of the one in place, copied by the
+//!   kernel, with the new names' lines (`Files::write`), the zone and the files at once. Anything
+//!   else: the whole list is read again, as at start, and the files rendered from memory.
 //! - The check is a sum of a non-linear function of each id (`crate::store::entry_check`), so
 //!   that names committed late behind the cursor while others are removed do not pass for an
 //!   unchanged list by coincidence of their ids. As a safety net all the same, every held list
