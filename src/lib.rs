@@ -2,6 +2,7 @@
 //! interfaces of a cloud DNS-security service. `main.rs` parses arguments and calls into here.
 
 pub mod access;
+pub mod arena;
 pub mod budget;
 pub mod bulk;
 pub mod cli;

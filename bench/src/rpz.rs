@@ -112,6 +112,10 @@ pub fn run(opts: &Options, dir: &Path, quick: bool) -> Result<(), String> {
     // The server's CPU from its start to the end of the first round (the start itself is a
     // small part: opening the store, reading the zones' journals).
     let first_cpu = proc_cpu_secs(server.pid()).unwrap_or(0.0);
+    // What the lists and zones held take: RSS once the first round is over, and the peak through
+    // it (the first round builds every list and zone at once).
+    let mib = |field| run::proc_status_kib(server.pid(), field).unwrap_or(0) as f64 / 1024.0;
+    let (first_rss, first_peak) = (mib("VmRSS:"), mib("VmHWM:"));
     note(format!("rpz: {line}"));
     let suffix = "rpz.parasol";
     let big_zone = format!("org-{}.{suffix}.", world.big.0);
@@ -126,6 +130,9 @@ pub fn run(opts: &Options, dir: &Path, quick: bool) -> Result<(), String> {
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     ));
     let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    rows.push(format!(
+        "| RSS after the first round (every list and zone held); peak through it | {first_rss:.1} MiB; {first_peak:.1} MiB | | VmRSS, VmHWM |"
+    ));
 
     // 1. Freshness, idle then busy.
     let mut trial = 0u64;
@@ -171,6 +178,20 @@ pub fn run(opts: &Options, dir: &Path, quick: bool) -> Result<(), String> {
         note(rows[rows.len() - 2].clone());
         note(rows[rows.len() - 1].clone());
     }
+
+    // Where the large organization's rounds went (the server logs rounds of half a second or
+    // more).
+    let slow = server.log_lines("its round took");
+    let phases: Vec<&str> = slow
+        .iter()
+        .filter_map(|l| l.split("its round took ").nth(1))
+        .collect();
+    rows.push(format!(
+        "| rounds of half a second or more (the server's log) | {} | | {} |",
+        phases.len(),
+        phases.join("; ")
+    ));
+    note(rows[rows.len() - 1].clone());
 
     // 2. AXFR against named, in turn.
     note("rpz: writing the large zone for named");

@@ -236,6 +236,14 @@ impl ChildProc {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// The lines of the server's log so far that contain `needle`.
+    pub(crate) fn log_lines(&self, needle: &str) -> Vec<String> {
+        self.log
+            .lock()
+            .map(|l| l.iter().filter(|l| l.contains(needle)).cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Resets the kernel's peak-RSS mark (VmHWM) so the next reading covers one workload.
     pub(crate) fn reset_peak(&self) {
         let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");

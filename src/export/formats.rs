@@ -115,89 +115,150 @@ fn fits_rpz(name: &str) -> bool {
 
 /// Writes the list in `format` to `w` (a file's buffered writer: a list of a million names is
 /// never held as one text). `serial` is the RPZ zone's SOA serial.
-pub fn render(
+pub fn render<B>(
     format: Format,
     org: i64,
-    blocked: &[String],
+    blocked: B,
     exceptions: &[String],
+    serial: u32,
+    w: &mut impl Write,
+) -> std::io::Result<()>
+where
+    // A list's names, gone through once per kind of line (`&Vec<String>`, `&arena::Names`).
+    B: IntoIterator + Copy,
+    B::Item: AsRef<str>,
+{
+    render_header(format, org, serial, w)?;
+    render_before(format, exceptions, w)?;
+    render_blocked(format, blocked, w)?;
+    render_after(format, blocked, exceptions, w)
+}
+
+/// A file in `render`'s form is these four sections, one after the other: the header (the only
+/// part the serial changes), what comes before the listed names (the exceptions, in RPZ), the
+/// listed names' lines in list order, and what comes after them (the exceptions, in the other
+/// formats; in RPZ, the names left out). So names listed at the end of a list add lines at the
+/// end of the third section, and the file's new version is the old one with a new header, the
+/// lines of the new names inserted, and the last section written again (`files`' appends).
+pub fn render_header(
+    format: Format,
+    org: i64,
     serial: u32,
     w: &mut impl Write,
 ) -> std::io::Result<()> {
     match format {
-        Format::Rpz => {
-            write!(
+        Format::Rpz => write!(
+            w,
+            "; Parasol: the effective block list of organization {org}, as a response-policy \
+             zone.\n; Replaced whole whenever it changes; the serial increases every time.\n\
+             $TTL 60\n\
+             @ IN SOA localhost. hostmaster.localhost. {serial} 3600 600 86400 60\n\
+             @ IN NS localhost.\n"
+        ),
+        Format::Unbound => writeln!(
+            w,
+            "# Parasol: the effective block list of organization {org}, for Unbound.\n\
+             # Replaced whole whenever it changes. Include it in unbound.conf.\n\
+             server:"
+        ),
+        Format::Dnsmasq => writeln!(
+            w,
+            "# Parasol: the effective block list of organization {org}, for dnsmasq.\n\
+             # Replaced whole whenever it changes. Use it as servers-file= (re-read on SIGHUP)\n\
+             # or conf-file= (read at start)."
+        ),
+        Format::Hosts => writeln!(
+            w,
+            "# Parasol: the effective block list of organization {org}, as a hosts file.\n\
+             # The listed names only: a hosts file cannot block subdomains."
+        ),
+        Format::Plain => Ok(()),
+    }
+}
+
+/// The section between the header and the listed names (see `render_header`).
+pub fn render_before(
+    format: Format,
+    exceptions: &[String],
+    w: &mut impl Write,
+) -> std::io::Result<()> {
+    if format == Format::Rpz {
+        // An exact trigger and a wildcard for each name: the most specific trigger applies,
+        // so an exception's passthru wins below it over the block of a listed parent.
+        for n in exceptions.iter().filter(|n| fits_rpz(n)) {
+            lines(
                 w,
-                "; Parasol: the effective block list of organization {org}, as a response-policy \
-                 zone.\n; Replaced whole whenever it changes; the serial increases every time.\n\
-                 $TTL 60\n\
-                 @ IN SOA localhost. hostmaster.localhost. {serial} 3600 600 86400 60\n\
-                 @ IN NS localhost.\n"
+                n,
+                &[b"", b" CNAME rpz-passthru.\n*.", b" CNAME rpz-passthru.\n"],
             )?;
-            // An exact trigger and a wildcard for each name: the most specific trigger applies,
-            // so an exception's passthru wins below it over the block of a listed parent.
-            for n in exceptions.iter().filter(|n| fits_rpz(n)) {
-                lines(
-                    w,
-                    n,
-                    &[b"", b" CNAME rpz-passthru.\n*.", b" CNAME rpz-passthru.\n"],
-                )?;
+        }
+    }
+    Ok(())
+}
+
+/// The lines of listed names, in list order (see `render_header`).
+pub fn render_blocked<B>(format: Format, blocked: B, w: &mut impl Write) -> std::io::Result<()>
+where
+    B: IntoIterator,
+    B::Item: AsRef<str>,
+{
+    let parts: &[&[u8]] = match format {
+        Format::Rpz => &[b"", b" CNAME .\n*.", b" CNAME .\n"],
+        // A local zone covers its name and everything below it; the most specific zone
+        // applies, so an exception's transparent zone wins below it.
+        Format::Unbound => &[b"    local-zone: \"", b".\" always_nxdomain\n"],
+        // `server=/name/` with no server answers NXDOMAIN for the name and everything below
+        // it; `server=/name/#` sends the name and everything below it to the usual upstream
+        // servers. dnsmasq applies the longest matching domain, so an exception wins below
+        // it over its listed parent.
+        Format::Dnsmasq => &[b"server=/", b"/\n"],
+        Format::Hosts => &[b"0.0.0.0 ", b"\n"],
+        Format::Plain => &[b"", b"\n"],
+    };
+    for n in blocked {
+        let n = n.as_ref();
+        if format != Format::Rpz || fits_rpz(n) {
+            lines(w, n, parts)?;
+        }
+    }
+    Ok(())
+}
+
+/// The section after the listed names (see `render_header`): it depends on every listed name
+/// (in RPZ, those left out), so it is written whole each time.
+pub fn render_after<B>(
+    format: Format,
+    blocked: B,
+    exceptions: &[String],
+    w: &mut impl Write,
+) -> std::io::Result<()>
+where
+    B: IntoIterator,
+    B::Item: AsRef<str>,
+{
+    match format {
+        Format::Rpz => {
+            for n in blocked {
+                let n = n.as_ref();
+                if !fits_rpz(n) {
+                    writeln!(w, "; left out, too long for an RPZ trigger: {n}")?;
+                }
             }
-            for n in blocked.iter().filter(|n| fits_rpz(n)) {
-                lines(w, n, &[b"", b" CNAME .\n*.", b" CNAME .\n"])?;
-            }
-            for n in blocked.iter().chain(exceptions).filter(|n| !fits_rpz(n)) {
+            for n in exceptions.iter().filter(|n| !fits_rpz(n)) {
                 writeln!(w, "; left out, too long for an RPZ trigger: {n}")?;
             }
         }
         Format::Unbound => {
-            writeln!(
-                w,
-                "# Parasol: the effective block list of organization {org}, for Unbound.\n\
-                 # Replaced whole whenever it changes. Include it in unbound.conf.\n\
-                 server:"
-            )?;
-            // A local zone covers its name and everything below it; the most specific zone
-            // applies, so an exception's transparent zone wins below it.
-            for n in blocked {
-                lines(w, n, &[b"    local-zone: \"", b".\" always_nxdomain\n"])?;
-            }
             for n in exceptions {
                 lines(w, n, &[b"    local-zone: \"", b".\" always_transparent\n"])?;
             }
         }
         Format::Dnsmasq => {
-            writeln!(
-                w,
-                "# Parasol: the effective block list of organization {org}, for dnsmasq.\n\
-                 # Replaced whole whenever it changes. Use it as servers-file= (re-read on SIGHUP)\n\
-                 # or conf-file= (read at start)."
-            )?;
-            // `server=/name/` with no server answers NXDOMAIN for the name and everything below
-            // it; `server=/name/#` sends the name and everything below it to the usual upstream
-            // servers. dnsmasq applies the longest matching domain, so an exception wins below
-            // it over its listed parent.
-            for n in blocked {
-                lines(w, n, &[b"server=/", b"/\n"])?;
-            }
             for n in exceptions {
                 lines(w, n, &[b"server=/", b"/#\n"])?;
             }
         }
-        Format::Hosts => {
-            writeln!(
-                w,
-                "# Parasol: the effective block list of organization {org}, as a hosts file.\n\
-                 # The listed names only: a hosts file cannot block subdomains."
-            )?;
-            for n in blocked {
-                lines(w, n, &[b"0.0.0.0 ", b"\n"])?;
-            }
-        }
-        Format::Plain => {
-            for n in blocked {
-                lines(w, n, &[b"", b"\n"])?;
-            }
-        }
+        Format::Hosts | Format::Plain => {}
     }
     Ok(())
 }
@@ -300,6 +361,21 @@ mod tests {
         ] {
             let text = rendered(f);
             assert!(text.lines().next().unwrap().starts_with(comment), "{f:?}");
+        }
+    }
+
+    /// A list held in an arena renders as the same names in a `Vec` do.
+    #[test]
+    fn a_held_list_renders_as_its_names_do() {
+        let blocked = s(&["a.example", "b.example", &"c".repeat(240)]);
+        let held = crate::arena::Names::from_names(blocked.iter().map(String::as_str)).unwrap();
+        let exceptions = s(&["ok.a.example"]);
+        for format in Format::RESOLVERS {
+            let (mut from_vec, mut from_held) = (Vec::new(), Vec::new());
+            render(format, 3, &blocked, &exceptions, 9, &mut from_vec).unwrap();
+            render(format, 3, &held, &exceptions, 9, &mut from_held).unwrap();
+            assert!(String::from_utf8_lossy(&from_vec).contains("b.example"));
+            assert_eq!(from_vec, from_held, "{format:?}");
         }
     }
 

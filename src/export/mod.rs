@@ -16,8 +16,9 @@
 //!   its end (`Store::block_list_since`), with the list's length and check, which tell whether
 //!   anything else changed (a removal, an entry another node committed behind it); the allow list
 //!   comes along to be compared. Names only added: appended to the held list, their triggers
-//!   merged into the zone (`Zones::apply`), the files written from memory. Anything else: the
-//!   whole list is read again, as at start.
+//!   merged into the zone (`Zones::apply`), and each file made of the one in place, copied by the
+//!   kernel, with the new names' lines (`Files::write`), the zone and the files at once. Anything
+//!   else: the whole list is read again, as at start, and the files rendered from memory.
 //! - The check is a sum of a non-linear function of each id (`crate::store::entry_check`), so
 //!   that names committed late behind the cursor while others are removed do not pass for an
 //!   unchanged list by coincidence of their ids. As a safety net all the same, every held list
@@ -62,7 +63,9 @@ use tokio::sync::{oneshot, watch};
 
 pub use formats::Format;
 
+use crate::arena::Names;
 use crate::feeds::Feeds;
+use crate::rpz::zone::{Triggers, Zones};
 use crate::store::{ListCursor, ListRead, Store, StoreError};
 
 /// What `--export-dir`, `--export-formats` and `--export-reload-cmd` ask for.
@@ -277,6 +280,9 @@ const REVIEW: Duration = Duration::from_secs(600);
 /// round, every list comes due at once, and a round of them all would take as long as the
 /// first.
 const REVIEW_BATCH: usize = 64;
+/// A round of one organization that takes this long (half of `FRESH`) is logged with where its
+/// time went: a list large enough for that is one whose changes may miss their second.
+const SLOW: Duration = Duration::from_millis(500);
 
 /// When the exporter looks at the store's counters (both are read from memory).
 const TICK: Duration = Duration::from_millis(25);
@@ -494,8 +500,9 @@ impl Rounds {
         let mut failure = None;
         for org in std::mem::take(&mut self.pending) {
             let result = if orgs.contains(&org) {
+                let started = Instant::now();
                 match self.read(org).await {
-                    Ok(change) => self.write(org, change).await,
+                    Ok(change) => self.write(org, change, started).await,
                     Err(StoreError::NotFound) => self.remove(org).await.map(|()| true),
                     Err(e) => Err(store_failure(e)),
                 }
@@ -606,8 +613,9 @@ struct Held {
     read_whole: Instant,
     /// The allow list it was read with.
     allowed: Vec<String>,
-    /// Listed names the allow list does not cover, in list order; the exceptions, sorted.
-    blocked: Arc<Vec<String>>,
+    /// Listed names the allow list does not cover, in list order (in one arena: a million names
+    /// take their text and 4 MB); the exceptions, sorted.
+    blocked: Arc<Names>,
     exceptions: Arc<Vec<String>>,
 }
 
@@ -640,8 +648,9 @@ fn reviews(lists: &HashMap<i64, Held>, now: Instant, review: Duration) -> Vec<i6
 
 /// How a round changes an organization's list.
 enum Change {
-    /// The whole list, read anew.
-    Whole(Held),
+    /// The whole list, read anew: what is held of it but its listed names, and those names
+    /// (not covered by the allow list, in list order), held once the round takes them.
+    Whole(Held, Vec<String>),
     /// Names listed at its end, not covered by the allow list; the exceptions now; where the
     /// list ends now.
     Appended {
@@ -685,23 +694,30 @@ impl Rounds {
         }
         let read_whole = Instant::now();
         let read = self.store.block_list_since(org, None).await?;
-        Ok(Change::Whole(Held {
+        let blocked = not_covered(read.names, &read.allowed);
+        let held = Held {
             read_whole,
             cursor: read.last,
             count: read.count,
             check: read.check,
-            blocked: Arc::new(not_covered(read.names, &read.allowed)),
+            blocked: Arc::default(),
             exceptions: Arc::new(read.exceptions),
             allowed: read.allowed,
-        }))
+        };
+        Ok(Change::Whole(held, blocked))
     }
 
     /// Brings the organization's files and zone to the list `change` leads to; whether it wrote
     /// anything (a list read whole again for `REVIEW` alone and found as held is not written;
     /// any recorded change rewrites the files, so that a resolver sees a new serial).
-    async fn write(&mut self, org: i64, change: Change) -> Result<bool, String> {
-        let mut held = match change {
-            Change::Whole(held) => {
+    /// `started`: when the round began to read the list (for `SLOW`'s log line).
+    async fn write(&mut self, org: i64, change: Change, started: Instant) -> Result<bool, String> {
+        let reading = started.elapsed();
+        let (mut held, took) = match change {
+            Change::Whole(mut held, blocked) => {
+                let names = Names::from_names(blocked.iter().map(String::as_str));
+                drop(blocked);
+                held.blocked = Arc::new(names?);
                 let before = self.lists.remove(&org);
                 if self.writer.is_some()
                     && self.reviewing.contains(&org)
@@ -713,9 +729,18 @@ impl Rounds {
                     self.lists.insert(org, held);
                     return Ok(false);
                 }
+                // Sorting a large list into triggers takes a while: off the runtime's threads.
+                let lists = (held.blocked.clone(), held.exceptions.clone());
+                let zone = move |zones: &Zones| {
+                    let triggers = Triggers::of_lists(&*lists.0, &lists.1)?;
+                    drop(lists);
+                    zones.update(org, triggers)
+                };
                 let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
-                self.write_whole(org, blocked, exceptions).await?;
-                held
+                let took = self
+                    .zone_and_files(org, zone, blocked, exceptions, None)
+                    .await?;
+                (held, took)
             }
             Change::Appended {
                 blocked,
@@ -731,30 +756,35 @@ impl Rounds {
                     self.lists.insert(org, held);
                     return Ok(true);
                 }
-                if let Some(zones) = &self.zones {
-                    let (removed, added) =
-                        appended_triggers(&blocked, &held.exceptions, &exceptions);
-                    let zones = zones.clone();
-                    let changed =
-                        tokio::task::spawn_blocking(move || zones.apply(org, removed, added))
-                            .await
-                            .map_err(|e| format!("the zone update failed: {e}"))??;
-                    if changed {
-                        self.changed_zones.push(org);
-                    }
-                }
-                Arc::make_mut(&mut held.blocked).extend(blocked);
+                let (removed, added) = appended_triggers(&blocked, &held.exceptions, &exceptions);
+                let zone = move |zones: &Zones| zones.apply(org, removed, added);
+                // The files as last written, with lines for the new names: copied, not
+                // rendered again (see `Files::write`).
+                let appended = (!new_exceptions).then_some(held.blocked.len());
+                Arc::make_mut(&mut held.blocked).extend(blocked.iter().map(String::as_str))?;
                 if new_exceptions {
                     held.exceptions = Arc::new(exceptions);
                 }
                 (held.cursor, held.count, held.check) = (read.last, read.count, read.check);
-                if let Some(w) = &self.writer {
-                    w.write(org, held.blocked.clone(), held.exceptions.clone())
-                        .await?;
-                }
-                held
+                let (blocked, exceptions) = (held.blocked.clone(), held.exceptions.clone());
+                let took = self
+                    .zone_and_files(org, zone, blocked, exceptions, appended)
+                    .await?;
+                (held, took)
             }
         };
+        let (zone, files) = took;
+        if reading + zone.max(files) >= SLOW {
+            log::info!(
+                "export: organization {org} ({} names): its round took {} ms: reading the \
+                 change {} ms, then at once the zone {} ms and the files {} ms",
+                held.blocked.len(),
+                (reading + zone.max(files)).as_millis(),
+                reading.as_millis(),
+                zone.as_millis(),
+                files.as_millis()
+            );
+        }
         if self.writer.is_none() {
             // Only the files are written from the held names; the zone holds its own.
             held.blocked = Arc::default();
@@ -770,32 +800,45 @@ impl Rounds {
             .any(|h| now.saturating_duration_since(h.read_whole) >= REVIEW)
     }
 
-    /// Writes the organization's files and updates its zone from its whole list.
-    async fn write_whole(
+    /// Brings the organization's zone (by `zone`, on a blocking thread, if zones are served)
+    /// and its files (from `blocked` and `exceptions`, if written) up to date at once: a large
+    /// list's files are rendered while its zone is sorted or merged, and the round takes the
+    /// longer of the two rather than their sum. `appended`: the list is the one last written
+    /// with names listed after its first `appended` (the same exceptions). Returns how long each
+    /// took.
+    async fn zone_and_files(
         &mut self,
         org: i64,
-        blocked: Arc<Vec<String>>,
+        zone: impl FnOnce(&Zones) -> Result<bool, String> + Send + 'static,
+        blocked: Arc<Names>,
         exceptions: Arc<Vec<String>>,
-    ) -> Result<(), String> {
-        if let Some(zones) = &self.zones {
-            // Sorting a large list into triggers takes a while: off the runtime's threads.
-            let zones = zones.clone();
-            let lists = (blocked.clone(), exceptions.clone());
-            let changed = tokio::task::spawn_blocking(move || {
-                let entries = crate::rpz::zone::entries_of(lists.0.to_vec(), lists.1.to_vec());
-                drop(lists);
-                zones.update(org, entries)
+        appended: Option<usize>,
+    ) -> Result<(Duration, Duration), String> {
+        let zone = async {
+            let Some(zones) = self.zones.clone() else {
+                return Ok((false, Duration::ZERO));
+            };
+            tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                zone(&zones).map(|changed| (changed, started.elapsed()))
             })
             .await
-            .map_err(|e| format!("the zone update failed: {e}"))??;
-            if changed {
-                self.changed_zones.push(org);
+            .map_err(|e| format!("the zone update failed: {e}"))?
+        };
+        let files = async {
+            let started = Instant::now();
+            match &self.writer {
+                Some(w) => w.write(org, blocked, exceptions, appended).await,
+                None => Ok(()),
             }
+            .map(|()| started.elapsed())
+        };
+        let (zone, files) = tokio::join!(zone, files);
+        let (changed, zone) = zone?;
+        if changed {
+            self.changed_zones.push(org);
         }
-        match &self.writer {
-            Some(w) => w.write(org, blocked, exceptions).await,
-            None => Ok(()),
-        }
+        Ok((zone, files?))
     }
 
     /// Removes the organization's files and zone.
@@ -852,8 +895,10 @@ fn store_failure(e: StoreError) -> String {
 enum Job {
     Write {
         org: i64,
-        blocked: Arc<Vec<String>>,
+        blocked: Arc<Names>,
         exceptions: Arc<Vec<String>>,
+        /// The list is the one last written with names listed after its first this many.
+        appended: Option<usize>,
         reply: oneshot::Sender<Result<(), String>>,
     },
     Remove {
@@ -906,6 +951,8 @@ impl FileWriter {
                     formats,
                     serials: HashMap::new(),
                     batch: files::Batch::default(),
+                    layouts: HashMap::new(),
+                    staged: HashMap::new(),
                 };
                 while let Ok(job) = queue.recv() {
                     files.run(job);
@@ -930,13 +977,15 @@ impl FileWriter {
     async fn write(
         &self,
         org: i64,
-        blocked: Arc<Vec<String>>,
+        blocked: Arc<Names>,
         exceptions: Arc<Vec<String>>,
+        appended: Option<usize>,
     ) -> Result<(), String> {
         self.call(|reply| Job::Write {
             org,
             blocked,
             exceptions,
+            appended,
             reply,
         })
         .await
@@ -979,6 +1028,38 @@ struct Files {
     serials: HashMap<i64, u32>,
     /// The round's files, written to temporary files, put in place together by `Job::Sync`.
     batch: files::Batch,
+    /// The sections of the files in place (as this thread wrote them), and of the round's files
+    /// staged (in place once `Job::Sync` commits them).
+    layouts: HashMap<(i64, Format), Layout>,
+    staged: HashMap<(i64, Format), Layout>,
+}
+
+/// Where a written file's sections end (see `formats::render_header`), and how many listed
+/// names it holds: what a file with names appended to its list is copied from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    names: usize,
+    header: u64,
+    blocked_end: u64,
+    len: u64,
+}
+
+/// A writer that counts what goes through it.
+struct Counted<'a, W: std::io::Write> {
+    inner: &'a mut W,
+    written: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Counted<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
 }
 
 impl Files {
@@ -988,9 +1069,10 @@ impl Files {
                 org,
                 blocked,
                 exceptions,
+                appended,
                 reply,
             } => {
-                let written = self.write(org, &blocked, &exceptions);
+                let written = self.write(org, &blocked, &exceptions, appended);
                 // Let go of the lists before answering: the exporter extends them in place
                 // next round, which it can do only while it holds them alone.
                 drop((blocked, exceptions));
@@ -1005,12 +1087,14 @@ impl Files {
             Job::Sync { reply } => {
                 // The round's files put in place, and the removals made durable.
                 let dir = self.dir.clone();
-                let _ = reply.send(
-                    self.batch
-                        .commit(&[&dir])
-                        .map(|_| ())
-                        .map_err(|e| self.failed(&dir, e)),
-                );
+                let committed = self.batch.commit(&[&dir]);
+                let staged = std::mem::take(&mut self.staged);
+                match committed {
+                    Ok(_) => self.layouts.extend(staged),
+                    // Whether each file was put in place is not known: written whole next time.
+                    Err(_) => self.layouts.retain(|k, _| !staged.contains_key(k)),
+                }
+                let _ = reply.send(committed.map(|_| ()).map_err(|e| self.failed(&dir, e)));
             }
             Job::Release => release_freed_memory(),
         }
@@ -1020,7 +1104,19 @@ impl Files {
         format!("{}: {e}", path.display())
     }
 
-    fn write(&mut self, org: i64, blocked: &[String], exceptions: &[String]) -> Result<(), String> {
+    /// Writes the organization's files (staged, put in place by `Job::Sync`). With `appended`
+    /// (names listed after the first `appended` of a list whose files this thread last wrote,
+    /// its exceptions the same), each file is its version in place with a new header, the new
+    /// names' lines inserted after the old ones, and its last section written again: the same
+    /// bytes as written whole, but a list of a million names is copied (by the kernel) rather
+    /// than rendered again.
+    fn write(
+        &mut self,
+        org: i64,
+        blocked: &Names,
+        exceptions: &[String],
+        appended: Option<usize>,
+    ) -> Result<(), String> {
         for format in self.formats.clone() {
             let path = self.dir.join(format.file_name(org));
             let serial = match format {
@@ -1034,11 +1130,55 @@ impl Files {
                 }
                 _ => 0,
             };
+            // The file in place, if it is the one last written for the list before the names
+            // appended (its size tells it was not replaced by anything else).
+            let from = appended.and_then(|n| {
+                let l = self.layouts.get(&(org, format)).filter(|l| l.names == n)?;
+                let file = std::fs::File::open(&path).ok()?;
+                (file.metadata().ok()?.len() == l.len).then_some((*l, file))
+            });
+            let mut layout = None;
             self.batch
                 .stage_with(&path, |w| {
-                    formats::render(format, org, blocked, exceptions, serial, w)
+                    let mut w = Counted {
+                        inner: w,
+                        written: 0,
+                    };
+                    formats::render_header(format, org, serial, &mut w)?;
+                    let header = w.written;
+                    match from {
+                        Some((old, mut file)) => {
+                            use std::io::{Read, Seek};
+                            file.seek(std::io::SeekFrom::Start(old.header))?;
+                            let want = old.blocked_end - old.header;
+                            // Straight to the file's writer: the kernel copies (copy_file_range).
+                            let copied = std::io::copy(&mut file.take(want), w.inner)?;
+                            w.written += copied;
+                            if copied != want {
+                                return Err(std::io::Error::other("the file was cut short"));
+                            }
+                            formats::render_blocked(format, blocked.iter_from(old.names), &mut w)?;
+                        }
+                        None => {
+                            formats::render_before(format, exceptions, &mut w)?;
+                            formats::render_blocked(format, blocked, &mut w)?;
+                        }
+                    }
+                    let blocked_end = w.written;
+                    formats::render_after(format, blocked, exceptions, &mut w)?;
+                    layout = Some(Layout {
+                        names: blocked.len(),
+                        header,
+                        blocked_end,
+                        len: w.written,
+                    });
+                    Ok(())
                 })
                 .map_err(|e| self.failed(&path, e))?;
+            match layout {
+                Some(l) => self.staged.insert((org, format), l),
+                None => self.staged.remove(&(org, format)),
+            };
             if format == Format::Rpz {
                 self.serials.insert(org, serial);
             }
@@ -1050,6 +1190,8 @@ impl Files {
     /// `--export-formats` included).
     fn remove(&mut self, org: i64) -> Result<(), String> {
         self.serials.remove(&org);
+        self.layouts.retain(|k, _| k.0 != org);
+        self.staged.retain(|k, _| k.0 != org);
         for format in Format::RESOLVERS {
             let path = self.dir.join(format.file_name(org));
             self.batch.discard(&path);
@@ -1375,6 +1517,67 @@ mod tests {
         assert_eq!(pass.slice(&BTreeSet::new(), &now, 4), [5, 7, 8, 10]);
         assert!(pass.is_over());
         assert!(pass.slice(&BTreeSet::new(), &now, 4).is_empty());
+    }
+
+    /// Names appended to a list: each file is the one in place (its bytes copied: a name
+    /// altered in it in place stays altered) with the new names' lines, byte for byte what the
+    /// list written whole gives; a file of another size than written is written whole.
+    #[test]
+    fn files_of_a_list_with_names_appended_are_copied_and_extended() {
+        let dir = crate::testdir::TempDir::new("export-append");
+        let mut files = Files {
+            dir: dir.to_path_buf(),
+            formats: Format::RESOLVERS.to_vec(),
+            serials: HashMap::new(),
+            batch: files::Batch::default(),
+            layouts: HashMap::new(),
+            staged: HashMap::new(),
+        };
+        let sync = |files: &mut Files| {
+            let (reply, _answer) = oneshot::channel();
+            files.run(Job::Sync { reply });
+        };
+        let long = format!("{}.example", "x".repeat(240));
+        let mut list: Vec<String> = vec!["a.example".into(), long.clone(), "b.example".into()];
+        let exceptions = vec!["ok.a.example".to_string(), format!("ok.{long}")];
+        let held = |l: &[String]| Names::from_names(l.iter().map(String::as_str)).unwrap();
+        files.write(5, &held(&list), &exceptions, None).unwrap();
+        sync(&mut files);
+        let read = |f: Format| std::fs::read_to_string(dir.join(f.file_name(5))).unwrap();
+        let expected = |f: Format, l: &[String], files: &Files| {
+            formats::render_to_string(f, 5, l, &exceptions, files.serials[&5])
+        };
+        for f in Format::RESOLVERS {
+            assert_eq!(read(f), expected(f, &list, &files), "{f:?}");
+            // Altered in place, the same size.
+            let altered = read(f).replace("b.example", "B.example");
+            std::fs::write(dir.join(f.file_name(5)), altered).unwrap();
+        }
+        list.extend(["c.example".to_string(), format!("y{long}")]);
+        files.write(5, &held(&list), &exceptions, Some(3)).unwrap();
+        sync(&mut files);
+        for f in Format::RESOLVERS {
+            let whole = expected(f, &list, &files);
+            assert_ne!(read(f), whole, "{f:?}");
+            assert_eq!(read(f), whole.replace("b.example", "B.example"), "{f:?}");
+            // Another size than written: written whole at the next append.
+            let mut grown = read(f);
+            grown.push('\n');
+            std::fs::write(dir.join(f.file_name(5)), grown).unwrap();
+        }
+        list.push("d.example".into());
+        files.write(5, &held(&list), &exceptions, Some(5)).unwrap();
+        sync(&mut files);
+        for f in Format::RESOLVERS {
+            assert_eq!(read(f), expected(f, &list, &files), "{f:?}");
+        }
+        // Not the count last written: written whole.
+        list.push("e.example".into());
+        files.write(5, &held(&list), &exceptions, Some(2)).unwrap();
+        sync(&mut files);
+        for f in Format::RESOLVERS {
+            assert_eq!(read(f), expected(f, &list, &files), "{f:?}");
+        }
     }
 
     /// A pace as the exporter's first round, which took `took`, leaves it at `t0`.

@@ -7,7 +7,7 @@ use hickory_proto::rr::rdata::tsig::{make_tsig_record, TsigError, TSIG};
 use hickory_proto::rr::rdata::{CNAME, NS, SOA};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType, TSigResponseContext, TSigner};
 
-use super::triggers::{Action, Delta, Entry};
+use super::triggers::{Action, Delta, Triggers};
 
 /// The TTL of every record: how long a resolver may keep a policy answer once the list changed.
 pub const TTL: u32 = 60;
@@ -62,10 +62,10 @@ fn ns(zone: &Name) -> Record {
 /// The two records of a trigger (the name, and everything below it), or none when the name does
 /// not fit under the zone's name (a name of 255 octets at most): one such record would make
 /// the secondary refuse the whole zone.
-pub fn triggers(zone: &str, entry: &Entry) -> Option<[Record; 2]> {
-    let wildcard = Name::from_ascii(format!("*.{}.{zone}.", entry.0)).ok()?;
-    let exact = Name::from_ascii(format!("{}.{zone}.", entry.0)).ok()?;
-    let target = match entry.1 {
+pub fn triggers(zone: &str, name: &str, action: Action) -> Option<[Record; 2]> {
+    let wildcard = Name::from_ascii(format!("*.{name}.{zone}.")).ok()?;
+    let exact = Name::from_ascii(format!("{name}.{zone}.")).ok()?;
+    let target = match action {
         Action::Block => Name::root(),
         Action::Passthru => Name::from_ascii("rpz-passthru.").ok()?,
     };
@@ -206,7 +206,7 @@ fn rand_id() -> u16 {
 pub enum Part {
     Soa(u32),
     Ns,
-    All(Arc<Vec<Entry>>),
+    All(Arc<Triggers>),
     Removed(Arc<Delta>),
     Added(Arc<Delta>),
 }
@@ -245,7 +245,7 @@ impl Transfer {
     }
 
     /// The whole zone at `serial`: SOA, NS, the triggers, SOA.
-    pub fn full(serial: u32, entries: Arc<Vec<Entry>>) -> Vec<Part> {
+    pub fn full(serial: u32, entries: Arc<Triggers>) -> Vec<Part> {
         vec![
             Part::Soa(serial),
             Part::Ns,
@@ -276,7 +276,7 @@ impl Transfer {
         let mut m = response_to(&self.request, ResponseCode::NoError);
         let mut size = 0;
         while self.part < self.parts.len() && size < MESSAGE_BUDGET {
-            let entries: &[Entry] = match &self.parts[self.part] {
+            let entry = match &self.parts[self.part] {
                 Part::Soa(serial) => {
                     m.add_answer(soa(&self.zone, *serial));
                     size += 64 + self.zone_text.len();
@@ -291,20 +291,20 @@ impl Transfer {
                     self.records += 1;
                     continue;
                 }
-                Part::All(e) => e,
-                Part::Removed(d) => &d.removed,
-                Part::Added(d) => &d.added,
+                Part::All(t) => t.get(self.at),
+                Part::Removed(d) => d.removed.get(self.at).map(|(n, a)| (&**n, *a)),
+                Part::Added(d) => d.added.get(self.at).map(|(n, a)| (&**n, *a)),
             };
-            let Some(entry) = entries.get(self.at) else {
+            let Some((name, action)) = entry else {
                 self.part += 1;
                 self.at = 0;
                 continue;
             };
             self.at += 1;
-            if let Some(records) = triggers(&self.zone_text, entry) {
+            if let Some(records) = triggers(&self.zone_text, name, action) {
                 for r in records {
                     // Name compression shares the zone's name: about the trigger's own length.
-                    size += entry.0.len() + 20;
+                    size += name.len() + 20;
                     m.add_answer(r);
                     self.records += 1;
                 }
@@ -342,10 +342,9 @@ mod tests {
     #[test]
     fn a_name_too_long_for_the_zone_has_no_triggers() {
         let label = "a".repeat(63);
-        let long: Box<str> = format!("{label}.{label}.{label}.{}", "b".repeat(50)).into();
-        assert!(triggers("org-1.rpz.parasol", &(long, Action::Block)).is_none());
-        let [exact, wild] =
-            triggers("org-1.rpz.parasol", &(Box::from("bad.test"), Action::Block)).unwrap();
+        let long = format!("{label}.{label}.{label}.{}", "b".repeat(50));
+        assert!(triggers("org-1.rpz.parasol", &long, Action::Block).is_none());
+        let [exact, wild] = triggers("org-1.rpz.parasol", "bad.test", Action::Block).unwrap();
         assert_eq!(exact.name.to_ascii(), "bad.test.org-1.rpz.parasol.");
         assert_eq!(wild.name.to_ascii(), "*.bad.test.org-1.rpz.parasol.");
     }

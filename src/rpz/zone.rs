@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::journal::{self, Digest, OnDisk, Restored};
-pub use super::triggers::{Action, Delta, Entry};
+pub use super::triggers::{Action, Delta, Entry, Triggers};
 use crate::export::formats::{next_serial, serial_after};
 
 /// A journal reaches back at most this many versions, and holds at most this many changed
@@ -18,7 +18,7 @@ const JOURNAL_ENTRIES: usize = 100_000;
 pub struct Zone {
     pub serial: u32,
     /// Sorted by name, each name once.
-    pub entries: Arc<Vec<Entry>>,
+    pub entries: Arc<Triggers>,
     /// Oldest first; each delta's `to` is the next one's `from`, the last one's the serial.
     journal: VecDeque<Arc<Delta>>,
     journal_entries: usize,
@@ -71,77 +71,6 @@ struct State {
     restored: BTreeMap<i64, Restored>,
     /// Zones whose files are behind (changed, new) or to be removed (gone).
     dirty: BTreeSet<i64>,
-}
-
-/// The triggers of an effective block list, sorted, each name once (an exception that is also
-/// listed lets the name through).
-pub fn entries_of(blocked: Vec<String>, exceptions: Vec<String>) -> Vec<Entry> {
-    let mut map: BTreeMap<Box<str>, Action> = BTreeMap::new();
-    for n in blocked {
-        map.insert(n.into_boxed_str(), Action::Block);
-    }
-    for n in exceptions {
-        map.insert(n.into_boxed_str(), Action::Passthru);
-    }
-    map.into_iter().collect()
-}
-
-/// The triggers in `old` and not in `new`, and those in `new` and not in `old` (both sorted).
-fn diff(old: &[Entry], new: &[Entry]) -> (Vec<Entry>, Vec<Entry>) {
-    let (mut removed, mut added) = (Vec::new(), Vec::new());
-    let (mut i, mut j) = (0, 0);
-    loop {
-        match (old.get(i), new.get(j)) {
-            (Some(a), Some(b)) => match a.0.cmp(&b.0) {
-                std::cmp::Ordering::Equal => {
-                    if a.1 != b.1 {
-                        removed.push(a.clone());
-                        added.push(b.clone());
-                    }
-                    i += 1;
-                    j += 1;
-                }
-                std::cmp::Ordering::Less => {
-                    removed.push(a.clone());
-                    i += 1;
-                }
-                std::cmp::Ordering::Greater => {
-                    added.push(b.clone());
-                    j += 1;
-                }
-            },
-            (Some(a), None) => {
-                removed.push(a.clone());
-                i += 1;
-            }
-            (None, Some(b)) => {
-                added.push(b.clone());
-                j += 1;
-            }
-            (None, None) => break,
-        }
-    }
-    (removed, added)
-}
-
-/// `old` (sorted, each name once) without `removed` and with `added` (both sorted): a trigger in
-/// both `removed` and `added` under one name (its action changed) ends up as `added` has it.
-fn merge(old: &[Entry], removed: &[Entry], added: &[Entry]) -> Vec<Entry> {
-    let mut out = Vec::with_capacity(old.len() + added.len());
-    let mut gone = removed.iter().peekable();
-    let mut new = added.iter().peekable();
-    for e in old {
-        while gone.next_if(|r| r.0 < e.0).is_some() {}
-        let drop = gone.next_if(|r| *r == e).is_some();
-        while let Some(a) = new.next_if(|a| a.0 <= e.0) {
-            out.push(a.clone());
-        }
-        if !drop && out.last().is_none_or(|l| l.0 != e.0) {
-            out.push(e.clone());
-        }
-    }
-    out.extend(new.cloned());
-    out
 }
 
 impl Zones {
@@ -206,10 +135,10 @@ impl Zones {
 
     /// The organization's effective block list is now this: returns whether its zone changed
     /// (a new zone counts as changed).
-    pub fn update(&self, org: i64, entries: Vec<Entry>) -> Result<bool, String> {
+    pub fn update(&self, org: i64, entries: Triggers) -> Result<bool, String> {
         let mut state = self.state();
         let (removed, added) = match state.zones.get(&org) {
-            Some(z) => diff(&z.entries, &entries),
+            Some(z) => z.entries.diff(&entries),
             None => (Vec::new(), Vec::new()),
         };
         let exists = state.zones.contains_key(&org);
@@ -263,7 +192,7 @@ impl Zones {
         let Some((_, old)) = self.snapshot(org) else {
             return Ok(false);
         };
-        let entries = merge(&old, &removed, &added);
+        let entries = old.merged(&removed, &added)?;
         drop(old);
         let digest = journal::digest(&entries);
         let mut state = self.state();
@@ -278,7 +207,7 @@ impl Zones {
         org: i64,
         removed: Vec<Entry>,
         added: Vec<Entry>,
-        entries: Vec<Entry>,
+        entries: Triggers,
         digest: Digest,
     ) -> Result<(), String> {
         let serial = self.round_serial(state)?;
@@ -432,7 +361,7 @@ impl Zones {
     }
 
     /// The zone's serial and triggers now.
-    pub fn snapshot(&self, org: i64) -> Option<(u32, Arc<Vec<Entry>>)> {
+    pub fn snapshot(&self, org: i64) -> Option<(u32, Arc<Triggers>)> {
         let state = self.state();
         let z = state.zones.get(&org)?;
         Some((z.serial, z.entries.clone()))
@@ -459,14 +388,18 @@ mod tests {
         v.iter().map(|(n, a)| (Box::from(*n), *a)).collect()
     }
 
+    fn t(v: &[(&str, Action)]) -> Triggers {
+        Triggers::of_entries(&e(v))
+    }
+
     #[test]
     fn differences_are_journaled_and_serials_only_grow() {
         let zones = Zones::in_memory();
-        assert!(zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
+        assert!(zones.update(1, t(&[("a.test", Action::Block)])).unwrap());
         zones.end_round(true).unwrap();
         let (s1, _) = zones.snapshot(1).unwrap();
-        assert!(!zones.update(1, e(&[("a.test", Action::Block)])).unwrap());
-        let next = e(&[("a.test", Action::Passthru), ("b.test", Action::Block)]);
+        assert!(!zones.update(1, t(&[("a.test", Action::Block)])).unwrap());
+        let next = t(&[("a.test", Action::Passthru), ("b.test", Action::Block)]);
         assert!(zones.update(1, next).unwrap());
         zones.end_round(true).unwrap();
         let (s2, entries) = zones.snapshot(1).unwrap();
@@ -494,20 +427,20 @@ mod tests {
     /// journaled difference.
     #[test]
     fn a_change_merged_is_the_same_as_the_list_compared_whole() {
-        let before = e(&[
+        let before = t(&[
             ("a.test", Action::Block),
             ("b.test", Action::Passthru),
             ("d.test", Action::Block),
         ]);
-        let after = e(&[
+        let after = t(&[
             ("0.test", Action::Block),
             ("a.test", Action::Block),
             ("c.test", Action::Block),
             ("d.test", Action::Passthru),
             ("z.test", Action::Block),
         ]);
-        let (removed, added) = diff(&before, &after);
-        assert_eq!(merge(&before, &removed, &added), after);
+        let (removed, added) = before.diff(&after);
+        assert_eq!(before.merged(&removed, &added).unwrap(), after);
         let (merged, whole) = (Zones::in_memory(), Zones::in_memory());
         for z in [&merged, &whole] {
             z.update(1, before.clone()).unwrap();
@@ -542,7 +475,7 @@ mod tests {
     #[test]
     fn a_first_pass_in_slices_keeps_the_zones_it_has_not_reached() {
         let dir = crate::testdir::TempDir::new("rpz-slices");
-        let list = |n: &str| e(&[(n, Action::Block)]);
+        let list = |n: &str| t(&[(n, Action::Block)]);
         let before = Zones::in_data_dir(&dir);
         for org in [1, 2, 3] {
             before.update(org, list(&format!("{org}.test"))).unwrap();
@@ -578,10 +511,10 @@ mod tests {
         let ahead = u32::try_from(crate::timefmt::now()).unwrap() + 100_000;
         std::fs::write(&file, format!("{ahead}\n")).unwrap();
         let zones = Zones::with_files(Some(file.clone()), None);
-        zones.update(3, Vec::new()).unwrap();
+        zones.update(3, Triggers::default()).unwrap();
         assert_eq!(zones.serial(3), Some(ahead + 1));
         let again = Zones::with_files(Some(file), None);
-        again.update(3, Vec::new()).unwrap();
+        again.update(3, Triggers::default()).unwrap();
         assert_eq!(again.serial(3), Some(ahead + 2));
     }
 }
