@@ -90,6 +90,24 @@ pub(crate) fn lower_priority() {
     set_nice(NICE);
 }
 
+/// Puts this thread under Linux's `SCHED_IDLE` policy, for work that no request and no deadline
+/// waits for: it runs at full speed on an idle machine, gets next to nothing while anything else
+/// wants the CPU, and any other thread waking up takes the CPU from it at once (a thread at nice
+/// +19 keeps it until the next tick from threads under `SCHED_BATCH`, such as the store's
+/// writer, which then waits up to a tick for every commit). Failure (a system-call filter, say)
+/// leaves it at nice +19, or at normal priority.
+pub(crate) fn lowest_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a plain system call on the calling thread (0), with a parameter it only reads.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+        log::debug!(
+            "cannot put a thread under SCHED_IDLE: {}",
+            std::io::Error::last_os_error()
+        );
+        set_nice(19);
+    }
+}
+
 fn set_nice(nice: i32) {
     // SAFETY: plain system calls on the calling thread, no memory is passed.
     let r = unsafe {

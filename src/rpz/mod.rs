@@ -599,15 +599,15 @@ async fn serve_connection(
             Reply::One(b) => write_message(&mut stream, &b).await?,
             Reply::Transfer(mut t) => {
                 // Encoding a large zone takes a while: on a thread of its own, a few messages
-                // ahead of the socket.
+                // ahead of the socket, at the lowest priority (`encoder`).
                 let (tx, mut rx) = tokio::sync::mpsc::channel(8);
-                let producer = tokio::task::spawn_blocking(move || {
+                encoder(move || {
                     while let Some(m) = t.next_message() {
                         if tx.blocking_send(m).is_err() {
                             break;
                         }
                     }
-                });
+                })?;
                 let mut out = tokio::io::BufWriter::with_capacity(64 * 1024, &mut stream);
                 let mut result = Ok(());
                 while let Some(m) = rx.recv().await {
@@ -619,13 +619,27 @@ async fn serve_connection(
                         break;
                     }
                 }
+                // The encoder stops at its next message once the receiver is gone.
                 drop(rx);
-                let _ = producer.await;
                 result?;
                 out.flush().await?;
             }
         }
     }
+}
+
+/// Runs a transfer's encoding on a thread of its own under `SCHED_IDLE` (one per transfer, at
+/// most `CONNECTIONS`; `crate::bulk::lowest_priority`): a secondary pulling a large zone (two CPU
+/// seconds for a million names) gets the CPU the server's requests leave, so it never holds up
+/// the enforcement interface; on an idle server it runs at full speed.
+fn encoder(work: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    std::thread::Builder::new()
+        .name("parasol-rpz-xfr".into())
+        .spawn(move || {
+            crate::bulk::lowest_priority();
+            work();
+        })
+        .map(drop)
 }
 
 async fn write_message(
@@ -636,4 +650,22 @@ async fn write_message(
         .map_err(|_| std::io::Error::other("a message over 65,535 octets"))?;
     w.write_all(&len.to_be_bytes()).await?;
     w.write_all(bytes).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A transfer's encoding runs under `SCHED_IDLE`, below every thread that answers requests
+    /// or commits writes.
+    #[test]
+    fn transfers_are_encoded_at_the_lowest_priority() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        encoder(move || {
+            // SAFETY: sched_getscheduler on the calling thread.
+            let _ = tx.send(unsafe { libc::sched_getscheduler(0) });
+        })
+        .unwrap();
+        assert_eq!(rx.recv().unwrap(), libc::SCHED_IDLE);
+    }
 }
