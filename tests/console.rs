@@ -947,16 +947,9 @@ async fn the_overview_shows_the_feeds_of_its_scope_only() {
 
 /// The overview, read again until `done` holds of it (for at most `WAIT`).
 async fn overview_until(b: &Browser<'_>, what: &str, done: impl Fn(&str) -> bool) -> String {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
+    common::cluster::wait_within_async(what, common::WAIT, || async {
         let page = b.get("/console/").await.text();
-        if done(&page) {
-            return page;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "waited {WAIT:?} for {what}: {page}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+        done(&page).then_some(page)
+    })
+    .await
 }

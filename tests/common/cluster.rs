@@ -50,9 +50,18 @@ pub async fn wait_within<T>(
     limit: Duration,
     mut probe: impl FnMut() -> Option<T>,
 ) -> T {
+    wait_within_async(what, limit, || std::future::ready(probe())).await
+}
+
+/// `wait_within` with a probe that awaits (a request to the server, say).
+pub async fn wait_within_async<T, F: std::future::Future<Output = Option<T>>>(
+    what: &str,
+    limit: Duration,
+    mut probe: impl FnMut() -> F,
+) -> T {
     let deadline = std::time::Instant::now() + limit;
     loop {
-        if let Some(v) = probe() {
+        if let Some(v) = probe().await {
             return v;
         }
         assert!(
