@@ -197,9 +197,10 @@ impl Tenants for Db {
     async fn customer_keys_where(&self, column: &'static str, id: i64) -> Result<Vec<String>> {
         Ok(self
             .rows(
-                &format!(
-                    "SELECT k.key FROM organizations o JOIN customer_keys k ON k.organization_id = o.id
-                     WHERE o.{column} = $1 ORDER BY k.key COLLATE \"C\""
+                &crate::store::rules::tenants::customer_keys_where_query(
+                    column,
+                    "$1",
+                    "k.key COLLATE \"C\"",
                 ),
                 &[&id],
             )

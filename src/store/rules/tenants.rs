@@ -284,6 +284,16 @@ pub(crate) fn owner_table(scope: Scope) -> (&'static str, &'static str, i64) {
     }
 }
 
+/// The statement of `Tenants::customer_keys_where`, both engines: the keys of the organizations
+/// whose `column` is the parameter `param` (`?1`, `$1`), ordered by `key_order` (the key, in the
+/// engine's bytewise collation).
+pub(crate) fn customer_keys_where_query(column: &str, param: &str, key_order: &str) -> String {
+    format!(
+        "SELECT k.key FROM organizations o JOIN customer_keys k ON k.organization_id = o.id \
+         WHERE o.{column} = {param} ORDER BY {key_order}"
+    )
+}
+
 /// The column of `organizations` that says whether a scope reaches an organization, and the
 /// value it must hold.
 pub(crate) fn reach_column(scope: Scope) -> (&'static str, i64) {

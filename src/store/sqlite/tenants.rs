@@ -215,10 +215,9 @@ impl Tenants for Connection {
     }
 
     async fn customer_keys_where(&self, column: &'static str, id: i64) -> Result<Vec<String>> {
-        let mut stmt = self.prepare_cached(&format!(
-            "SELECT k.key FROM organizations o JOIN customer_keys k ON k.organization_id = o.id
-             WHERE o.{column} = ?1 ORDER BY k.key"
-        ))?;
+        let mut stmt = self.prepare_cached(
+            &crate::store::rules::tenants::customer_keys_where_query(column, "?1", "k.key"),
+        )?;
         let rows = stmt.query_map(params![id], |r| r.get(0))?;
         Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
     }
