@@ -269,7 +269,7 @@ fn checkpoint(conn: &Connection, mode: Mode) -> Result<i64> {
     // SAFETY: the connection is open and used by this thread only, with no statement of it
     // running; a null database name checkpoints every attached database, as the PRAGMA without
     // a schema name does; both out-pointers are valid for the call.
-    let rc = unsafe {
+    let rc = super::faultvfs::checkpointing(|| unsafe {
         ffi::sqlite3_wal_checkpoint_v2(
             conn.handle(),
             std::ptr::null(),
@@ -277,7 +277,7 @@ fn checkpoint(conn: &Connection, mode: Mode) -> Result<i64> {
             &mut frames,
             &mut copied,
         )
-    };
+    });
     if rc == ffi::SQLITE_OK || rc & 0xff == ffi::SQLITE_BUSY {
         return Ok(i64::from(frames));
     }
@@ -377,5 +377,24 @@ mod tests {
         assert!(frames > 0);
         reader.execute_batch("COMMIT").unwrap();
         assert_eq!(checkpoint(&c, Mode::Restart).unwrap(), frames);
+    }
+
+    /// A rule on the WAL's syncs strikes commits: a checkpoint's sync of the WAL is not counted,
+    /// so the first sync after the arming is the next commit's, whatever checkpoints run first.
+    #[test]
+    fn a_wal_sync_rule_strikes_the_next_commit_not_a_checkpoint() {
+        let dir = TempDir::new("checkpoint-wal-sync");
+        let (path, c) = database(&dir, Wait::Long);
+        c.execute_batch("INSERT INTO s VALUES (2);").unwrap();
+        let fault = super::super::faultvfs::armed::arm(&path, "wal-sync:eio@1");
+        assert!(checkpoint(&c, Mode::Passive).unwrap() > 0);
+        assert_eq!(fault.struck(), 0);
+        let e = c.execute_batch("INSERT INTO s VALUES (3);").unwrap_err();
+        assert_eq!(
+            e.sqlite_error().map(|e| e.extended_code),
+            Some(rusqlite::ffi::SQLITE_IOERR_FSYNC),
+            "{e}"
+        );
+        assert_eq!(fault.struck(), 1);
     }
 }
