@@ -119,19 +119,25 @@ CREATE TABLE domains (
 -- level 1 blocks of 1024 (id >> 10). Writes never update a count: each adds signed rows to
 -- `domain_count_deltas` (+n for new entries, -1 for a deleted one), so concurrent requests of one
 -- organization never wait for each other's count row; the server folds the deltas into
--- `domain_counts` in the background. A block's count is its row here plus its deltas.
+-- `domain_counts` in the background. A block's count is its row here plus its deltas. Beside each
+-- count go the sums of the entries' two residues (`entry_residues` in src/store/model.rs), kept
+-- the same way, so that a list's length and check are summed from its blocks.
 CREATE TABLE domain_counts (
     organization_id bigint NOT NULL,
     level           smallint NOT NULL CHECK (level IN (0, 1)),
     block           bigint NOT NULL,
     count           bigint NOT NULL,
+    residue_sum     bigint NOT NULL DEFAULT 0,
+    square_sum      bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (organization_id, level, block)
 );
 CREATE TABLE domain_count_deltas (
     organization_id bigint NOT NULL,
     level           smallint NOT NULL CHECK (level IN (0, 1)),
     block           bigint NOT NULL,
-    count           bigint NOT NULL
+    count           bigint NOT NULL,
+    residue_sum     bigint NOT NULL DEFAULT 0,
+    square_sum      bigint NOT NULL DEFAULT 0
 );
 CREATE INDEX domain_count_deltas_block ON domain_count_deltas(organization_id, level, block);
 

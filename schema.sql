@@ -121,11 +121,17 @@ END;
 -- entries move past it, so adding names writes no count most of the time. A level-0 row counts the
 -- entries of the closed blocks of 1024 inside it. Every entry past the highest counted block of
 -- 1024 is in the open block.
+--
+-- Beside each count, the sums of the block's entries' two residues (`entry_residues` in
+-- src/store/model.rs): a list's length and check (what the exporter compares with the entries it
+-- holds) are then the level-0 rows' sums plus the open block's entries, not a scan of the list.
 CREATE TABLE domain_counts (
     organization_id INTEGER NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
     level           INTEGER NOT NULL CHECK (level IN (0, 1)),
     block           INTEGER NOT NULL,
     count           INTEGER NOT NULL CHECK (count > 0),
+    residue_sum     INTEGER NOT NULL DEFAULT 0,
+    square_sum      INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (organization_id, level, block)
 ) WITHOUT ROWID;
 

@@ -421,8 +421,9 @@ async fn a_newer_schema_is_refused_and_errors_never_show_the_password() {
 }
 
 /// A connection to a test database by URL, for the one statement a test needs.
-/// A database of schema version 5 (before `commit_tokens`) is upgraded by the first node that
-/// starts on it, and every write then carries its commit token.
+/// A database of schema version 5 (before `commit_tokens` and the paging counts' residue sums)
+/// is upgraded by the first node that starts on it: its counts get the sums of its lists, and
+/// every write then carries its commit token.
 #[tokio::test]
 async fn a_version_5_database_is_upgraded_and_its_writes_carry_commit_tokens() {
     if !on_postgres() {
@@ -432,22 +433,49 @@ async fn a_version_5_database_is_upgraded_and_its_writes_carry_commit_tokens() {
     let dir = TempDir::new();
     cli_init(dir.path());
     let url = database_for(dir.path()).unwrap();
-    // Version 6 is version 5 and the table of commit tokens.
-    TestServerDb(url.clone())
-        .execute("DROP TABLE commit_tokens; UPDATE parasol_schema SET version = 5");
-    let s = TestServer::start_in(TempDir::new(), {
+    let start = || {
         let url = url.clone();
-        move |c| c.database = Some(url)
-    })
-    .await;
-    // Writes insert their token: without the table they fail (500).
+        TestServer::start_in(TempDir::new(), move |c| c.database = Some(url))
+    };
+    // A list written first, then the database taken back to version 5: version 7 is version 5,
+    // the table of commit tokens and the sums beside the counts.
+    let s = start().await;
     let (_, key) = s.create_org("upgraded");
+    let names: Vec<Value> = (0..40)
+        .map(|i| event(&format!("n{i}.upgraded.example")))
+        .collect();
+    let r = s
+        .post_json(
+            &format!("/1.0/events?customerKey={key}"),
+            &Value::Array(names),
+        )
+        .await;
+    assert_eq!(r.status, 202);
+    s.stop().await;
+    let db = TestServerDb(url.clone());
+    db.execute(
+        "DROP TABLE commit_tokens;
+         ALTER TABLE domain_counts DROP COLUMN residue_sum, DROP COLUMN square_sum;
+         ALTER TABLE domain_count_deltas DROP COLUMN residue_sum, DROP COLUMN square_sum;
+         UPDATE parasol_schema SET version = 5",
+    );
+    let s = start().await;
+    assert_eq!(db.version(), parasol::store::SCHEMA_VERSION);
+    // The sums of every level are those of the list's entries.
+    let residues =
+        db.one_i64("SELECT sum(id % 2147483647 * 48271 % 2147483647)::bigint FROM domains");
+    for level in [0, 1] {
+        let sums = db.one_i64(&format!(
+            "SELECT (SELECT sum(residue_sum) FROM domain_counts WHERE level = {level})::bigint"
+        ));
+        assert_eq!(sums, residues, "level {level}");
+    }
+    // Writes insert their token: without the table they fail (500).
     assert_eq!(post_one(&s, &key).await, 202);
     let r = s
         .delete(&format!("/1.0/domains/upgraded.example?customerKey={key}"))
         .await;
     assert_eq!(r.status, 204);
-    assert_eq!(TestServerDb(url.clone()).version(), 6);
     s.stop().await;
 }
 
@@ -474,22 +502,24 @@ impl TestServerDb {
         })
     }
 
-    /// The schema version.
-    fn version(&self) -> i32 {
-        let url = self.0.clone();
+    /// The one integer `sql` returns.
+    fn one_i64(&self, sql: &str) -> i64 {
+        let (url, sql) = (self.0.clone(), sql.to_string());
         run(async move {
             let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
                 .await
                 .unwrap();
             let task = tokio::spawn(conn);
-            let row = client
-                .query_one("SELECT version FROM parasol_schema", &[])
-                .await
-                .unwrap();
+            let row = client.query_one(&sql, &[]).await.unwrap();
             drop(client);
             let _ = task.await;
             row.get(0)
         })
+    }
+
+    /// The schema version.
+    fn version(&self) -> i64 {
+        self.one_i64("SELECT version::bigint FROM parasol_schema")
     }
 }
 

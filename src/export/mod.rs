@@ -14,8 +14,10 @@
 //! - A round works on the change, not the whole list: the exporter holds each organization's
 //!   effective list as last written (`Held`) and asks the store only for what was listed after
 //!   its end (`Store::block_list_since`), with the list's length and check, which tell whether
-//!   anything else changed (a removal, an entry another node committed behind it); the allow list
-//!   comes along to be compared. Names only added: appended to the held list, their triggers
+//!   anything else changed (a removal, an entry another node committed behind it); the store sums
+//!   both from its paging counts, which keep each block's residue sums beside its count (a few
+//!   dozen rows for a million names, not a scan of the list). The allow list comes along to be
+//!   compared. Names only added: appended to the held list, their triggers
 //!   merged into the zone (`Zones::apply`), and each file made of the one in place, copied by the
 //!   kernel, with the new names' lines (`Files::write`), the zone and the files at once. Anything
 //!   else: the whole list is read again, as at start, and the files rendered from memory.

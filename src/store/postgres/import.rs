@@ -168,14 +168,20 @@ impl Target {
                 .map_err(classify)?;
         }
         self.client
-            .batch_execute(
-                "INSERT INTO domain_counts (organization_id, level, block, count)
-                     SELECT organization_id, 0, id >> 16, count(*) FROM domains GROUP BY 1, 3;
-                 INSERT INTO domain_counts (organization_id, level, block, count)
-                     SELECT organization_id, 1, id >> 10, count(*) FROM domains GROUP BY 1, 3;
-                 COMMIT;
-                 ANALYZE;",
-            )
+            .batch_execute(concat!(
+                "INSERT INTO domain_counts
+                         (organization_id, level, block, count, residue_sum, square_sum)
+                     SELECT organization_id, 0, id >> 16, ",
+                crate::store::residue_sums_sql!(),
+                " FROM domains GROUP BY 1, 3;
+                     INSERT INTO domain_counts
+                         (organization_id, level, block, count, residue_sum, square_sum)
+                     SELECT organization_id, 1, id >> 10, ",
+                crate::store::residue_sums_sql!(),
+                " FROM domains GROUP BY 1, 3;
+                     COMMIT;
+                     ANALYZE;"
+            ))
             .await
             .map_err(classify)
     }

@@ -21,7 +21,10 @@ const FIRST_VERSION: i64 = 5;
 
 /// Entry `i` brings a database from version `FIRST_VERSION + i` to `FIRST_VERSION + i + 1`
 /// (files `upgrades/N-what.sql`, N the version they make).
-const UPGRADES: &[&str] = &[include_str!("upgrades/6-commit-tokens.sql")];
+const UPGRADES: &[&str] = &[
+    include_str!("upgrades/6-commit-tokens.sql"),
+    include_str!("upgrades/7-list-check-sums.sql"),
+];
 
 /// The schema version this binary writes.
 pub const SCHEMA_VERSION: i64 = FIRST_VERSION + UPGRADES.len() as i64;

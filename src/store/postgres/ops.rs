@@ -80,10 +80,15 @@ macro_rules! ingest_sql {
 ",
             $names,
             "    counted AS (
-        INSERT INTO domain_count_deltas (organization_id, level, block, count)
-        SELECT (SELECT org FROM k), 0, id >> 16, count(*) FROM added GROUP BY id >> 16
+        INSERT INTO domain_count_deltas
+            (organization_id, level, block, count, residue_sum, square_sum)
+        SELECT (SELECT org FROM k), 0, id >> 16, ",
+            crate::store::residue_sums_sql!(),
+            " FROM added GROUP BY id >> 16
         UNION ALL
-        SELECT (SELECT org FROM k), 1, id >> 10, count(*) FROM added GROUP BY id >> 10
+        SELECT (SELECT org FROM k), 1, id >> 10, ",
+            crate::store::residue_sums_sql!(),
+            " FROM added GROUP BY id >> 10
     )
     SELECT (SELECT org FROM k), (SELECT id FROM req), (SELECT count(*) FROM added),
            (SELECT count(*) FROM touched)"
@@ -337,13 +342,19 @@ impl Postgres {
                     .rows(
                         "WITH moved AS (
                              DELETE FROM domain_count_deltas
-                             RETURNING organization_id, level, block, count
+                             RETURNING organization_id, level, block, count, residue_sum,
+                                 square_sum
                          )
-                         INSERT INTO domain_counts (organization_id, level, block, count)
-                         SELECT organization_id, level, block, sum(count)::bigint FROM moved
+                         INSERT INTO domain_counts
+                             (organization_id, level, block, count, residue_sum, square_sum)
+                         SELECT organization_id, level, block, sum(count)::bigint,
+                             sum(residue_sum)::bigint, sum(square_sum)::bigint
+                         FROM moved
                          GROUP BY organization_id, level, block
                          ON CONFLICT (organization_id, level, block)
-                             DO UPDATE SET count = domain_counts.count + excluded.count
+                             DO UPDATE SET count = domain_counts.count + excluded.count,
+                                 residue_sum = domain_counts.residue_sum + excluded.residue_sum,
+                                 square_sum = domain_counts.square_sum + excluded.square_sum
                          RETURNING organization_id, level, block, count",
                         &[],
                     )
@@ -375,15 +386,19 @@ fn delete_domain_sql(by: &str) -> String {
              DELETE FROM domains WHERE organization_id = $1 AND {by} = $2 RETURNING id
          ),
          uncounted AS (
-             INSERT INTO domain_count_deltas (organization_id, level, block, count)
-             SELECT $1, l.level, g.id >> l.shift, -1
-             FROM gone g CROSS JOIN (VALUES (0::smallint, 16), (1::smallint, 10)) AS l(level, shift)
+             INSERT INTO domain_count_deltas
+                 (organization_id, level, block, count, residue_sum, square_sum)
+             SELECT $1, l.level, g.id >> l.shift, -g.n, -g.x, -g.square
+             FROM (SELECT max(id) AS id, {sums} FROM gone) g
+             CROSS JOIN (VALUES (0::smallint, 16), (1::smallint, 10)) AS l(level, shift)
+             WHERE g.n > 0
          ),
          noted AS (
              INSERT INTO list_changes (organization_id) SELECT $1 FROM gone
              ON CONFLICT DO NOTHING
          )
-         SELECT count(*) FROM gone"
+         SELECT count(*) FROM gone",
+        sums = crate::store::residue_sums_sql!()
     )
 }
 
@@ -822,7 +837,20 @@ impl Backend for Postgres {
                     read.last = Some(ListCursor { position: id, id });
                 }
                 drop(rows);
-                let totals = db.one(&list_check_query("$1"), &[&org]).await?;
+                // Every live entry is counted once at level 0: a block's row plus its deltas.
+                let totals = db
+                    .one(
+                        "SELECT coalesce(sum(count), 0)::bigint,
+                                coalesce(sum(residue_sum), 0)::bigint,
+                                coalesce(sum(square_sum), 0)::bigint
+                         FROM (SELECT count, residue_sum, square_sum FROM domain_counts
+                               WHERE organization_id = $1 AND level = 0
+                               UNION ALL
+                               SELECT count, residue_sum, square_sum FROM domain_count_deltas
+                               WHERE organization_id = $1 AND level = 0) AS blocks",
+                        &[&org],
+                    )
+                    .await?;
                 (read.count, read.check) =
                     (totals.get(0), list_check(totals.get(1), totals.get(2)));
                 if read.last.is_none() {

@@ -9,7 +9,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use crate::names::self_and_parents;
 use crate::store::rules::allow::{Allow, List};
 use crate::store::rules::Rows;
-use crate::store::{entry_check, list_check, list_check_query, ListCursor, ListRead, Result};
+use crate::store::{entry_check, list_check, ListCursor, ListRead, Result};
 
 impl Allow for Connection {
     async fn insert_allowed(&self, org: i64, name: &str, now: i64) -> Result<bool> {
@@ -141,10 +141,8 @@ pub fn list_since(conn: &Connection, org: i64, after: Option<ListCursor>) -> Res
         read.last = Some(ListCursor { position, id });
     }
     drop(rows);
-    let (count, p, q) = conn
-        .prepare_cached(&list_check_query("?1"))?
-        .query_row(params![org], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
-    (read.count, read.check) = (count, list_check(p, q));
+    let (count, x, square) = super::domains::list_totals(conn, org)?;
+    (read.count, read.check) = (count, list_check(x, square));
     if read.last.is_none() {
         read.last = after.filter(|_| from.is_some());
     }

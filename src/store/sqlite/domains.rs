@@ -29,18 +29,26 @@ const SUPER_SHIFT: u32 = 16;
 const LEVEL_SUPER: i64 = 0;
 const LEVEL_BUCKET: i64 = 1;
 
-/// Takes one entry at position `seq` off the counts. An entry of the open block has none: only
-/// a counted block of 1024 (and then its block of 65536) is decremented, a row that reaches
-/// zero dropped.
-fn uncount(conn: &Connection, org: i64, seq: i64) -> Result<()> {
-    if decrement(conn, org, LEVEL_BUCKET, seq >> BUCKET_SHIFT)? {
-        decrement(conn, org, LEVEL_SUPER, seq >> SUPER_SHIFT)?;
+/// Takes the entry `id` at position `seq` off the counts. An entry of the open block has none:
+/// only a counted block of 1024 (and then its block of 65536) is decremented, its residues taken
+/// off its sums, a row that reaches zero dropped.
+fn uncount(conn: &Connection, org: i64, seq: i64, id: i64) -> Result<()> {
+    let residues = crate::store::entry_residues(id);
+    if decrement(conn, org, LEVEL_BUCKET, seq >> BUCKET_SHIFT, residues)? {
+        decrement(conn, org, LEVEL_SUPER, seq >> SUPER_SHIFT, residues)?;
     }
     Ok(())
 }
 
-/// Subtracts one from a block's count, dropping its row at zero. False if it has no row.
-fn decrement(conn: &Connection, org: i64, level: i64, block: i64) -> Result<bool> {
+/// Takes one entry, of residues `(x, square)`, off a block's count and sums, dropping its row at
+/// zero. False if it has no row.
+fn decrement(
+    conn: &Connection,
+    org: i64,
+    level: i64,
+    block: i64,
+    (x, square): (i64, i64),
+) -> Result<bool> {
     let dropped = conn
         .prepare_cached(
             "DELETE FROM domain_counts
@@ -52,36 +60,43 @@ fn decrement(conn: &Connection, org: i64, level: i64, block: i64) -> Result<bool
     }
     let updated = conn
         .prepare_cached(
-            "UPDATE domain_counts SET count = count - 1
+            "UPDATE domain_counts
+             SET count = count - 1, residue_sum = residue_sum - ?4, square_sum = square_sum - ?5
              WHERE organization_id = ?1 AND level = ?2 AND block = ?3",
         )?
-        .execute(params![org, level, block])?;
+        .execute(params![org, level, block, x, square])?;
     Ok(updated > 0)
 }
 
-/// Closes the open block of 1024 positions `block`: counts its live entries into its own row
-/// and its block of 65536. Called when a new entry's position is past it.
+/// Closes the open block of 1024 positions `block`: counts its live entries, and sums their
+/// residues, into its own row and its block of 65536. Called when a new entry's position is past
+/// it.
 fn close_block(conn: &Connection, org: i64, block: i64) -> Result<()> {
-    let n: i64 = conn
-        .prepare_cached(
-            "SELECT count(*) FROM domains
-             WHERE organization_id = ?1 AND seq >= ?2 AND seq < ?3",
-        )?
+    let (n, x, square): (i64, i64, i64) = conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            crate::store::residue_sums_sql!(),
+            " FROM domains WHERE organization_id = ?1 AND seq >= ?2 AND seq < ?3"
+        ))?
         .query_row(
             params![org, block << BUCKET_SHIFT, (block + 1) << BUCKET_SHIFT],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
     if n == 0 {
         return Ok(());
     }
-    let add = "INSERT INTO domain_counts (organization_id, level, block, count)
-               VALUES (?1, ?2, ?3, ?4)
-               ON CONFLICT (organization_id, level, block) DO UPDATE SET count = count + excluded.count";
+    let add = "INSERT INTO domain_counts
+                   (organization_id, level, block, count, residue_sum, square_sum)
+               VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+               ON CONFLICT (organization_id, level, block) DO UPDATE
+               SET count = count + excluded.count,
+                   residue_sum = residue_sum + excluded.residue_sum,
+                   square_sum = square_sum + excluded.square_sum";
     conn.prepare_cached(add)?
-        .execute(params![org, LEVEL_BUCKET, block, n])?;
+        .execute(params![org, LEVEL_BUCKET, block, n, x, square])?;
     let in_super = block >> (SUPER_SHIFT - BUCKET_SHIFT);
     conn.prepare_cached(add)?
-        .execute(params![org, LEVEL_SUPER, in_super, n])?;
+        .execute(params![org, LEVEL_SUPER, in_super, n, x, square])?;
     Ok(())
 }
 
@@ -350,22 +365,24 @@ pub fn list_page(
 
 /// Removes the entry with this id from the organization's list. False if there is none.
 pub fn delete_by_id(conn: &Connection, org: i64, id: i64) -> Result<bool> {
-    let seq: Option<i64> = conn
-        .prepare_cached("DELETE FROM domains WHERE organization_id = ?1 AND id = ?2 RETURNING seq")?
-        .query_row(params![org, id], |r| r.get(0))
+    let gone = conn
+        .prepare_cached(
+            "DELETE FROM domains WHERE organization_id = ?1 AND id = ?2 RETURNING seq, id",
+        )?
+        .query_row(params![org, id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    forget_position(conn, org, seq)
+    forget_position(conn, org, gone)
 }
 
 /// Removes the entry with this (normalised) name. False if there is none.
 pub fn delete_by_name(conn: &Connection, org: i64, name: &str) -> Result<bool> {
-    let seq: Option<i64> = conn
+    let gone = conn
         .prepare_cached(
-            "DELETE FROM domains WHERE organization_id = ?1 AND name = ?2 RETURNING seq",
+            "DELETE FROM domains WHERE organization_id = ?1 AND name = ?2 RETURNING seq, id",
         )?
-        .query_row(params![org, name], |r| r.get(0))
+        .query_row(params![org, name], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    forget_position(conn, org, seq)
+    forget_position(conn, org, gone)
 }
 
 /// Walks the counts of `level` with blocks in `range` until the running count passes `offset`;
@@ -396,9 +413,12 @@ fn find_block(
     Ok((None, before))
 }
 
-fn forget_position(conn: &Connection, org: i64, seq: Option<i64>) -> Result<bool> {
-    let Some(seq) = seq else { return Ok(false) };
-    uncount(conn, org, seq)?;
+/// Takes a deleted entry (its position and id, if there was one) off the counts.
+fn forget_position(conn: &Connection, org: i64, gone: Option<(i64, i64)>) -> Result<bool> {
+    let Some((seq, id)) = gone else {
+        return Ok(false);
+    };
+    uncount(conn, org, seq, id)?;
     Ok(true)
 }
 
@@ -470,6 +490,30 @@ pub fn counts_per_organization(conn: &Connection, limit: i64) -> Result<(i64, Ve
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     Ok((total, rows.collect::<rusqlite::Result<_>>()?))
+}
+
+/// The organization's list length and the sums of its entries' residues (`entry_residues`),
+/// from the counts the paging keeps, as `counts_per_organization` counts: the level-0 rows'
+/// sums plus the entries past the highest counted block of 1024 (the open block). A million
+/// names cost some 16 rows and at most 1024 index entries.
+pub fn list_totals(conn: &Connection, org: i64) -> Result<(i64, i64, i64)> {
+    const TOTALS: &str = concat!(
+        "SELECT c.n + o.n, c.x + o.x, c.square + o.square
+         FROM (SELECT coalesce(sum(count), 0) AS n, coalesce(sum(residue_sum), 0) AS x,
+                      coalesce(sum(square_sum), 0) AS square
+               FROM domain_counts WHERE organization_id = ?1 AND level = ?2) AS c,
+              (SELECT ",
+        crate::store::residue_sums_sql!(),
+        " FROM domains
+               WHERE organization_id = ?1
+                 AND seq >= coalesce((SELECT max(block) + 1 FROM domain_counts
+                                      WHERE organization_id = ?1 AND level = ?3), 0) * ?4)
+                  AS o"
+    );
+    Ok(conn.prepare_cached(TOTALS)?.query_row(
+        params![org, LEVEL_SUPER, LEVEL_BUCKET, 1i64 << BUCKET_SHIFT],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?)
 }
 
 /// Number of stored events of the organization (tests and operators).

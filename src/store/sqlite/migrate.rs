@@ -16,6 +16,7 @@ const UPGRADES: &[&str] = &[
     include_str!("upgrades/4-event-purges.sql"),
     include_str!("upgrades/5-list-changes.sql"),
     include_str!("upgrades/6-commit-tokens.sql"),
+    include_str!("upgrades/7-list-check-sums.sql"),
 ];
 
 /// The schema version this binary writes.
@@ -413,5 +414,47 @@ mod tests {
             .query_row("SELECT organization_id FROM list_changes", [], |r| r.get(0))
             .unwrap();
         assert_eq!(changed, 7);
+    }
+
+    /// Version 6 -> 7: the paging counts get their blocks' residue sums, level 1 from the entries
+    /// and level 0 from the level-1 rows, so that the list's length and check summed from the
+    /// blocks are those of its live entries.
+    #[test]
+    fn version_6_counts_get_the_sums_of_their_blocks() {
+        let mut c = database_of_version(4, include_str!("upgrades/schema-4.sql"));
+        // Positions 1..=2600 (ids the same), some removed: blocks 0 and 1 of 1024 closed and
+        // counted, block 2 open.
+        c.execute_batch(
+            "INSERT INTO organizations (id, name, created_at, modified_at) VALUES (7, 'o', 0, 0);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2600)
+             INSERT INTO domains (id, organization_id, name, seq, created_at, last_seen_at)
+                 SELECT i, 7, 'd' || i || '.example', i, 5, 5 FROM n;
+             DELETE FROM domains WHERE id IN (10, 1500, 2590);
+             INSERT INTO domain_counts VALUES (7, 1, 0, 1022), (7, 1, 1, 1023), (7, 0, 0, 2045);",
+        )
+        .unwrap();
+        migrate(&mut c).unwrap();
+        assert_eq!(user_version(&c), SCHEMA_VERSION);
+        assert_eq!(shape(&c), new_shape());
+        let live = (1..=2600i64).filter(|i| ![10, 1500, 2590].contains(i));
+        let (x, square) = live.fold((0i64, 0i64), |(x, q), id| {
+            let (a, b) = crate::store::entry_residues(id);
+            (x + a, q + b)
+        });
+        assert_eq!(
+            super::super::domains::list_totals(&c, 7).unwrap(),
+            (2597, x, square)
+        );
+        // The level-0 row sums its level-1 rows.
+        let sums = |level: i64| -> (i64, i64) {
+            c.query_row(
+                "SELECT sum(residue_sum), sum(square_sum) FROM domain_counts WHERE level = ?1",
+                [level],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(sums(0), sums(1));
+        assert_ne!(sums(0), (0, 0));
     }
 }

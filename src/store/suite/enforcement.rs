@@ -452,6 +452,58 @@ fn the_list_is_read_after_a_cursor_with_what_shows_the_rest_unchanged() {
     });
 }
 
+/// A list's length and check are summed from the paging counts' blocks: over several blocks of
+/// 1024 (closed ones and the open one), with entries removed from closed blocks and from the open
+/// one, by id and by name, new names closing blocks that hold removed entries, and (on
+/// PostgreSQL) the counts' delta rows folded, they are those of the list's own entries.
+#[test]
+fn the_list_check_summed_from_the_blocks_is_the_lists_own() {
+    on_each_engine("list_check_blocks", |s| async move {
+        let a = organization(&s, "a").await;
+        let agree = |read: ListRead, what: &str| {
+            assert!(read.whole, "{what}");
+            assert_eq!(
+                (read.count, read.check),
+                (read.names.len() as i64, read.names_check),
+                "{what}"
+            );
+        };
+        let names: Vec<String> = (0..2600).map(|i| format!("n{i}.example")).collect();
+        for (i, chunk) in names.chunks(400).enumerate() {
+            let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
+            listed(&s, &a.customer_key, &chunk, i as i64 + 1).await;
+        }
+        agree(s.block_list_since(a.id, None).await.unwrap(), "listed");
+        let first = s
+            .list_domains(key(&a.customer_key), 1, 10)
+            .await
+            .unwrap()
+            .unwrap()
+            .0;
+        assert!(s.delete_domain_by_id(a.id, first[3].id).await.unwrap());
+        for name in ["n1500.example", "n2590.example"] {
+            assert!(s.delete_domain_by_name(a.id, name.into()).await.unwrap());
+        }
+        let read = s.block_list_since(a.id, None).await.unwrap();
+        assert_eq!(read.count, 2597);
+        agree(read, "removed");
+        s.purge_step().await.unwrap();
+        agree(s.block_list_since(a.id, None).await.unwrap(), "folded");
+        let more: Vec<String> = (0..1500).map(|i| format!("m{i}.example")).collect();
+        let more: Vec<&str> = more.iter().map(String::as_str).collect();
+        listed(&s, &a.customer_key, &more, 20).await;
+        assert!(s
+            .delete_domain_by_name(a.id, "n2000.example".into())
+            .await
+            .unwrap());
+        agree(s.block_list_since(a.id, None).await.unwrap(), "more");
+        s.purge_step().await.unwrap();
+        let read = s.block_list_since(a.id, None).await.unwrap();
+        assert_eq!(read.count, 4096);
+        agree(read, "more, folded");
+    });
+}
+
 /// The list's check tells apart lists a sum of ids does not: of four entries with ids in a row
 /// (`a + d = b + c`), the list without the middle two and the list without the outer two (what
 /// a node sees when, on another, two names commit late behind its cursor while two others whose
