@@ -140,6 +140,19 @@ pub(crate) fn search_start<'a>(prefix: &'a str, after: &'a str) -> &'a str {
     prefix.max(after)
 }
 
+/// The statement of `Store::search_domains`, both engines, its parameters written `{mark}1` to
+/// `{mark}5` (`?` on SQLite, `$` on PostgreSQL): the organization, the page's start
+/// (`search_start`), the name after which the page starts (left out), the prefix's end
+/// (`prefix_end`) and the limit. One range of the index on `(organization_id, name)`: it reads no
+/// entry outside the page.
+pub(crate) fn search_domains_query(mark: char) -> String {
+    format!(
+        "SELECT id, name, last_seen_at FROM domains \
+         WHERE organization_id = {mark}1 AND name >= {mark}2 AND name <> {mark}3 \
+         AND name < {mark}4 ORDER BY name LIMIT {mark}5"
+    )
+}
+
 /// Who opens the database, which decides the background work that comes with it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenRole {

@@ -746,9 +746,7 @@ impl Backend for Postgres {
                 let limit = limit.max(0);
                 Ok(db
                     .rows(
-                        "SELECT id, name, last_seen_at FROM domains
-                         WHERE organization_id = $1 AND name >= $2 AND name <> $3 AND name < $4
-                         ORDER BY name LIMIT $5",
+                        &crate::store::search_domains_query('$'),
                         &[&org, &start, &after, &end, &limit],
                     )
                     .await?

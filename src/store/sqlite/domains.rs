@@ -437,9 +437,8 @@ pub fn all_names(conn: &Connection, org: i64) -> Result<Vec<String>> {
 }
 
 /// The statement of `search`.
-const SEARCH: &str = "SELECT id, name, last_seen_at FROM domains
-     WHERE organization_id = ?1 AND name >= ?2 AND name <> ?3 AND name < ?4
-     ORDER BY name LIMIT ?5";
+static SEARCH: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| crate::store::search_domains_query('?'));
 
 /// A page of a search by name (see `Store::search_domains`): a range of the index on
 /// `(organization_id, name)`, from the larger of `prefix` and `after` (`search_start`; `after`
@@ -452,7 +451,7 @@ pub fn search(
     after: &str,
     limit: i64,
 ) -> Result<Vec<DomainEntry>> {
-    let mut stmt = conn.prepare_cached(SEARCH)?;
+    let mut stmt = conn.prepare_cached(&SEARCH)?;
     let rows = stmt.query_map(
         params![
             org,
@@ -814,7 +813,7 @@ mod tests {
         put(&c, &mut WriterCache::new(), org, "b", 1, &batch(names)).unwrap();
         let steps = |prefix: &str, after: &str| {
             let page = search(&c, org, prefix, after, 10).unwrap();
-            let stmt = c.prepare_cached(SEARCH).unwrap();
+            let stmt = c.prepare_cached(&SEARCH).unwrap();
             let steps = stmt.get_status(rusqlite::StatementStatus::VmStep);
             stmt.reset_status(rusqlite::StatementStatus::VmStep);
             (page.first().map(|e| e.name.clone()), page.len(), steps)
