@@ -18,7 +18,9 @@
 //! window per server per round, the rounds in rotated orders. A window's CPU time is counted from
 //! its start until every process is idle again. The table gives each server's rate, its CPU per
 //! unit (the median of the rounds, with their range) and its ratio to the first binary's (and,
-//! for single events, to the bare server's).
+//! for single events, to the bare server's and to the durable bare server's: the bare server
+//! answering only once each body is appended to a file and synced, in groups, which is the floor
+//! under any server that answers after a durable write).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -53,6 +55,9 @@ pub struct AbOptions {
 enum Kind {
     /// The bare hyper server: single events only.
     Bare,
+    /// The bare hyper server answering after a durable append (`baseline::serve_bare_durable`):
+    /// single events only.
+    DurableBare,
     /// A `parasol` binary, with its demo world's customer key, organization and credentials.
     Binary {
         key: String,
@@ -232,7 +237,7 @@ impl Workload {
     fn takes(self, kind: &Kind) -> bool {
         match kind {
             Kind::Binary { .. } => true,
-            Kind::Bare => self == Workload::Single,
+            Kind::Bare | Kind::DurableBare => self == Workload::Single,
             Kind::Loop { .. } => self == Workload::Ingest,
         }
     }
@@ -393,7 +398,7 @@ fn compare_in(
     let cpu = pinned.then_some(run::SERVER_CPU);
     let tag = uuid::Uuid::new_v4().simple().to_string()[..12].to_string();
 
-    // The bare server first, then the binaries in the order given, then the loop.
+    // The bare servers first, then the binaries in the order given, then the loop.
     let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
     let (bare, _) = ChildProc::spawn(&me, &["--serve-bare"], cpu, "ready ", true)?;
     let mut sides = vec![Side {
@@ -404,6 +409,21 @@ fn compare_in(
         server: Some(bare),
         database: None,
     }];
+    std::fs::create_dir_all(dir).map_err(|e| format!("{dir:?}: {e}"))?;
+    let log = dir.join("bare-durable.log");
+    let log_arg = log
+        .to_str()
+        .ok_or("the work directory's path is not UTF-8")?;
+    let (durable, _) =
+        ChildProc::spawn(&me, &["--serve-bare-durable", log_arg], cpu, "ready ", true)?;
+    sides.push(Side {
+        name: "durable bare server (202 once the body is synced, nothing else)".into(),
+        kind: Kind::DurableBare,
+        target: Some(Target::plain(durable.addr)),
+        counted: Watched::of([durable.pid()]),
+        server: Some(durable),
+        database: None,
+    });
     let database = match &opts.database {
         Some(admin) => runtime.block_on(postgres::database_processes(admin))?,
         None => Watched::default(),
@@ -830,6 +850,12 @@ fn print_tables(
                     "{:.2}x the bare server's",
                     median(&m.cpu_us(i, 0)) / median(&m.cpu_us(0, 0))
                 ));
+                if binary {
+                    against.push(format!(
+                        "{:.2}x the durable bare server's",
+                        median(&m.cpu_us(i, 0)) / median(&m.cpu_us(1, 0))
+                    ));
+                }
             }
             if let Kind::Binary { .. } = side.kind {
                 if let Some(l) = sides

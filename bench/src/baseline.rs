@@ -19,16 +19,83 @@ use tokio_rustls::TlsAcceptor;
 /// request's body is read in full and answered with a small JSON body. Prints `ready ADDR`.
 pub fn serve_hello(cert: &Path, key: &Path) -> Result<(), String> {
     let tls = parasol::tls::server_config(cert, key)?;
-    serve_until_killed(Some(TlsAcceptor::from(tls)), StatusCode::OK)
+    serve_until_killed(Some(TlsAcceptor::from(tls)), StatusCode::OK, None)
 }
 
 /// The bare server of `--compare-binaries`: the hello server over plain HTTP, answering 202 (as
 /// the server answers an accepted event).
 pub fn serve_bare() -> Result<(), String> {
-    serve_until_killed(None, StatusCode::ACCEPTED)
+    serve_until_killed(None, StatusCode::ACCEPTED, None)
 }
 
-fn serve_until_killed(acceptor: Option<TlsAcceptor>, status: StatusCode) -> Result<(), String> {
+/// The durable bare server of `--compare-binaries`: the bare server, except that it answers only
+/// once the request's body is on disk. A thread of its own appends the bodies handed to it to
+/// `log` and makes each group durable with one `fdatasync`, gathering the group as Parasol's
+/// writer does (whatever is queued when the last sync ends, up to 256; under concurrency one
+/// short wait for more when the group is small); the answer waits for its group's sync. Nothing
+/// is parsed, looked up or indexed: it is the cost of "answered after a durable write" alone, the
+/// floor under any server that keeps that promise on this machine.
+pub fn serve_bare_durable(log: &Path) -> Result<(), String> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(|e| format!("{log:?}: {e}"))?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Durable>(1024);
+    std::thread::Builder::new()
+        .name("bare-log".into())
+        .spawn(move || append_in_groups(file, rx))
+        .map_err(|e| e.to_string())?;
+    serve_until_killed(None, StatusCode::ACCEPTED, Some(tx))
+}
+
+/// A body to make durable, and where to say it is.
+type Durable = (Bytes, tokio::sync::oneshot::Sender<()>);
+
+/// The durable bare server's log thread (see `serve_bare_durable`). Exits the process if the log
+/// cannot be written: a floor measured without its syncs would be no floor.
+fn append_in_groups(mut file: std::fs::File, mut rx: tokio::sync::mpsc::Receiver<Durable>) {
+    use std::io::Write;
+    const MAX_GROUP: usize = 256;
+    let mut group: Vec<Durable> = Vec::with_capacity(MAX_GROUP);
+    let mut bytes: Vec<u8> = Vec::with_capacity(1 << 20);
+    let mut previous = 0;
+    let gather = |rx: &mut tokio::sync::mpsc::Receiver<Durable>, group: &mut Vec<Durable>| {
+        while group.len() < MAX_GROUP {
+            match rx.try_recv() {
+                Ok(d) => group.push(d),
+                Err(_) => break,
+            }
+        }
+    };
+    while let Some(first) = rx.blocking_recv() {
+        group.push(first);
+        gather(&mut rx, &mut group);
+        if group.len() < 16 && previous > 1 {
+            std::thread::sleep(Duration::from_micros(300));
+            gather(&mut rx, &mut group);
+        }
+        previous = group.len();
+        bytes.clear();
+        for (body, _) in &group {
+            bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(body);
+        }
+        if let Err(e) = file.write_all(&bytes).and_then(|()| file.sync_data()) {
+            eprintln!("parasol-bench --serve-bare-durable: {e}");
+            std::process::exit(1);
+        }
+        for (_, done) in group.drain(..) {
+            let _ = done.send(());
+        }
+    }
+}
+
+fn serve_until_killed(
+    acceptor: Option<TlsAcceptor>,
+    status: StatusCode,
+    log: Option<tokio::sync::mpsc::Sender<Durable>>,
+) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -44,38 +111,48 @@ fn serve_until_killed(acceptor: Option<TlsAcceptor>, status: StatusCode) -> Resu
                 continue;
             };
             let acceptor = acceptor.clone();
+            let log = log.clone();
             tokio::spawn(async move {
                 let _ = stream.set_nodelay(true);
                 match acceptor {
                     Some(acceptor) => {
                         if let Ok(tls) = acceptor.accept(stream).await {
-                            answer(tls, status).await;
+                            answer(tls, status, log).await;
                         }
                     }
-                    None => answer(stream, status).await,
+                    None => answer(stream, status, log).await,
                 }
             });
         }
     })
 }
 
-/// Serves one connection with the server's hyper settings: every request's body read in full,
-/// answered with `status` and a small JSON body.
-async fn answer<IO>(io: IO, status: StatusCode)
+/// Serves one connection with the server's hyper settings: every request's body read in full
+/// (and, with `log`, made durable there), answered with `status` and a small JSON body.
+async fn answer<IO>(io: IO, status: StatusCode, log: Option<tokio::sync::mpsc::Sender<Durable>>)
 where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let service = service_fn(move |req: Request<hyper::body::Incoming>| async move {
-        let _ = req.into_body().collect().await;
-        let mut res = Response::new(Full::new(Bytes::from_static(
-            br#"{"id":"6ece47ef,7afc,4a50,89e6-b0a10adc2d8a"}"#,
-        )));
-        *res.status_mut() = status;
-        res.headers_mut().insert(
-            hyper::header::CONTENT_TYPE,
-            hyper::header::HeaderValue::from_static("application/json"),
-        );
-        Ok::<_, Infallible>(res)
+    let service = service_fn(move |req: Request<hyper::body::Incoming>| {
+        let log = log.clone();
+        async move {
+            let body = req.into_body().collect().await.map(|b| b.to_bytes());
+            if let (Some(log), Ok(body)) = (log, body) {
+                let (done, durable) = tokio::sync::oneshot::channel();
+                if log.send((body, done)).await.is_ok() {
+                    let _ = durable.await;
+                }
+            }
+            let mut res = Response::new(Full::new(Bytes::from_static(
+                br#"{"id":"6ece47ef,7afc,4a50,89e6-b0a10adc2d8a"}"#,
+            )));
+            *res.status_mut() = status;
+            res.headers_mut().insert(
+                hyper::header::CONTENT_TYPE,
+                hyper::header::HeaderValue::from_static("application/json"),
+            );
+            Ok::<_, Infallible>(res)
+        }
     });
     let _ = http1::Builder::new()
         .timer(TokioTimer::new())

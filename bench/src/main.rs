@@ -172,6 +172,9 @@ pub struct BenchArgs {
     /// internal: run only the bare plain-HTTP server of --compare-binaries
     #[argh(switch)]
     pub serve_bare: bool,
+    /// internal: run only the durable bare server of --compare-binaries, its log at PATH
+    #[argh(option)]
+    pub serve_bare_durable: Option<PathBuf>,
     /// internal: run only the hello baseline server with DIR/tls's certificate
     #[argh(option)]
     pub serve_hello: Option<PathBuf>,
@@ -198,6 +201,15 @@ fn run_args(args: BenchArgs) -> i32 {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("parasol-bench --serve-bare: {e}");
+                1
+            }
+        };
+    }
+    if let Some(log) = &args.serve_bare_durable {
+        return match baseline::serve_bare_durable(log) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("parasol-bench --serve-bare-durable: {e}");
                 1
             }
         };
