@@ -6,7 +6,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, ErrorCode};
 
-use super::faultvfs;
+use super::{faultvfs, walvfs};
 use crate::store::{FaultKind, Result, StoreError};
 
 /// Page size of a new database, bytes. 8 KiB: a commit of single events writes some 25-30
@@ -109,8 +109,13 @@ pub fn prepare_files(path: &Path, create: bool) -> Result<()> {
 
 /// Opens a connection with Parasol's pragmas.
 pub fn open_connection(path: &Path, wait: Wait) -> Result<Connection> {
+    if let Err(rc) = walvfs::register() {
+        return Err(StoreError::Internal(format!(
+            "cannot register the WAL-gathering VFS (SQLite error {rc})"
+        )));
+    }
     // Storage faults on demand, for tests (`faultvfs`): only with its environment variable set.
-    let vfs = faultvfs::vfs_over("unix", c"unix").map_err(StoreError::Internal)?;
+    let vfs = faultvfs::vfs_over(walvfs::NAME, walvfs::NAME_C).map_err(StoreError::Internal)?;
     let conn = Connection::open_with_flags_and_vfs(path, rusqlite::OpenFlags::default(), vfs)?;
     // Pragmas live outside any migration transaction (journal_mode cannot change inside one).
     set_wait(&conn, wait)?;
@@ -118,7 +123,9 @@ pub fn open_connection(path: &Path, wait: Wait) -> Result<Connection> {
     // Takes effect only on a new, empty database (an existing one keeps its page size).
     conn.pragma_update(None, "page_size", DB_PAGE_BYTES)?;
     conn.pragma_update(None, "journal_mode", "WAL")?;
-    // FULL: a commit is on disk (WAL fsynced) before it returns, so a 202 is never lost.
+    // FULL: a commit is on disk (WAL fsynced) before it returns, so a 202 is never lost. The WAL
+    // VFS gathers a transaction's frames until SQLite syncs, which is sound only because SQLite
+    // syncs the WAL before it publishes a commit, which FULL guarantees.
     conn.pragma_update(None, "synchronous", "FULL")?;
     let synchronous: i64 = conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
     if synchronous != 2 {

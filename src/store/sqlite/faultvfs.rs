@@ -1,7 +1,8 @@
 //! Storage faults on demand, for tests that prove what a client gets when the disk fails and
-//! that nothing is then stored in part: a VFS over SQLite's own `unix` (which Parasol otherwise
-//! uses directly) that fails chosen writes or syncs of the database file or its WAL the way a
-//! failing or full disk does.
+//! that nothing is then stored in part: a VFS over the one Parasol otherwise uses (`walvfs`, over
+//! SQLite's own `unix`) that fails chosen writes or syncs of the database file or its WAL the way
+//! a failing or full disk does. It sits above the gathering: a rule strikes SQLite's own call
+//! (one frame's write, a commit's sync), as a disk under `unix` alone would fail it.
 //!
 //! It is registered and used only when the environment variable `PARASOL_FAULT_INJECTION` holds
 //! a plan (the server logs a warning saying so); otherwise connections never pass through it.
@@ -39,6 +40,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use rusqlite::ffi;
+
+use super::vfsshim::{self, forward};
 
 /// The variable holding the plan.
 pub const ENV: &str = "PARASOL_FAULT_INJECTION";
@@ -210,27 +213,19 @@ pub fn vfs_over(
             Err(_) => return Ok(None),
         };
         let parsed = parse(&plan)?;
-        // SAFETY: sqlite3_vfs_find with a valid C string; the VFS copied is a registered one,
-        // alive for the process, and the copy, leaked, lives as long as the process, as
-        // registration needs.
-        unsafe {
-            let parent = ffi::sqlite3_vfs_find(parent_c.as_ptr());
-            if parent.is_null() {
-                return Err(format!("no VFS {parent_name}"));
-            }
-            let mut vfs: ffi::sqlite3_vfs = *parent;
-            vfs.szOsFile = (REAL_OFFSET + (*parent).szOsFile as usize) as c_int;
-            vfs.pNext = std::ptr::null_mut();
-            vfs.zName = NAME_C.as_ptr();
-            vfs.xOpen = Some(open);
-            let vfs = Box::leak(Box::new(vfs));
-            match ffi::sqlite3_vfs_register(vfs, 0) {
-                ffi::SQLITE_OK => Ok(Some(Registered {
-                    parent,
-                    plan: parsed,
-                })),
-                rc => Err(format!("cannot register the fault injection VFS ({rc})")),
-            }
+        // SAFETY: sqlite3_vfs_find with a valid C string; a VFS it finds is a registered one,
+        // alive for the process.
+        let parent = unsafe { ffi::sqlite3_vfs_find(parent_c.as_ptr()) };
+        if parent.is_null() {
+            return Err(format!("no VFS {parent_name}"));
+        }
+        // SAFETY: as above.
+        match unsafe { vfsshim::register_over(parent, NAME_C, REAL_OFFSET, open) } {
+            ffi::SQLITE_OK => Ok(Some(Registered {
+                parent,
+                plan: parsed,
+            })),
+            rc => Err(format!("cannot register the fault injection VFS ({rc})")),
         }
     });
     match registered {
@@ -289,18 +284,18 @@ fn code(op: Op, error: Error) -> c_int {
     }
 }
 
-/// A file: our header, followed in the same allocation by the parent's file it wraps.
+/// A file: our header (its first fields the shared `Header`), followed in the same allocation by
+/// the parent's file it wraps.
 #[repr(C)]
 struct FaultFile {
-    base: ffi::sqlite3_file,
-    real: *mut ffi::sqlite3_file,
+    shim: vfsshim::Header,
     target: Option<Target>,
     /// The file's full path as SQLite gave it to `open` (valid until `close`), or null.
     name: *const c_char,
 }
 
-/// Offset of the wrapped file inside a `FaultFile` allocation (aligned for any C struct).
-const REAL_OFFSET: usize = std::mem::size_of::<FaultFile>().next_multiple_of(16);
+/// Offset of the wrapped file inside a `FaultFile` allocation.
+const REAL_OFFSET: usize = vfsshim::real_offset::<FaultFile>();
 
 unsafe extern "C" fn open(
     _vfs: *mut ffi::sqlite3_vfs,
@@ -312,75 +307,29 @@ unsafe extern "C" fn open(
     let Some(reg) = registered() else {
         return ffi::SQLITE_ERROR;
     };
-    let parent = reg.parent;
-    // SAFETY: SQLite gives `file` szOsFile bytes (ours: the header and the parent's file after
-    // it) to fill; the parent's xOpen fills its part, ours is written below before use.
+    // SAFETY: SQLite's own arguments; our files are REAL_OFFSET bytes larger than the parent's
+    // (`vfs_over`).
+    let (rc, real) =
+        unsafe { vfsshim::open_real(reg.parent, name, file, flags, out_flags, REAL_OFFSET) };
+    let Some(real) = real else {
+        return rc;
+    };
+    let target = if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
+        Some(Target::Db)
+    } else if flags & ffi::SQLITE_OPEN_WAL != 0 {
+        Some(Target::Wal)
+    } else {
+        None
+    };
+    // SAFETY: `file` holds a `FaultFile`'s bytes for us to fill, before its methods are set.
     unsafe {
-        let Some(parent_open) = (*parent).xOpen else {
-            (*file).pMethods = std::ptr::null();
-            return ffi::SQLITE_ERROR;
-        };
-        let real = file
-            .cast::<u8>()
-            .add(REAL_OFFSET)
-            .cast::<ffi::sqlite3_file>();
-        (*real).pMethods = std::ptr::null();
-        let rc = parent_open(parent, name, real, flags, out_flags);
-        if (*real).pMethods.is_null() {
-            (*file).pMethods = std::ptr::null();
-            return rc;
-        }
-        let target = if flags & ffi::SQLITE_OPEN_MAIN_DB != 0 {
-            Some(Target::Db)
-        } else if flags & ffi::SQLITE_OPEN_WAL != 0 {
-            Some(Target::Wal)
-        } else {
-            None
-        };
         let f = file.cast::<FaultFile>();
-        std::ptr::addr_of_mut!((*f).real).write(real);
+        std::ptr::addr_of_mut!((*f).shim.real).write(real);
         std::ptr::addr_of_mut!((*f).target).write(target);
         std::ptr::addr_of_mut!((*f).name).write(name);
         (*file).pMethods = &METHODS;
-        rc
     }
-}
-
-/// The wrapped file.
-///
-/// # Safety
-/// `f` must be a file this VFS opened (and not yet closed).
-unsafe fn real(f: *mut ffi::sqlite3_file) -> *mut ffi::sqlite3_file {
-    // SAFETY: per the contract, `f` is a `FaultFile` whose `real` was set in `open`.
-    unsafe { (*f.cast::<FaultFile>()).real }
-}
-
-/// The wrapped file's methods.
-///
-/// # Safety
-/// As for `real`.
-unsafe fn methods(f: *mut ffi::sqlite3_file) -> &'static ffi::sqlite3_io_methods {
-    // SAFETY: the parent's xOpen succeeded (`open` checked pMethods), so they are its static
-    // methods.
-    unsafe { &*(*real(f)).pMethods }
-}
-
-/// Calls the wrapped file's `$method`; without one, answers `$default` (`SQLITE_OK` unless
-/// given).
-macro_rules! forward {
-    ($f:expr, $method:ident or $default:expr $(, $arg:expr)*) => {
-        // SAFETY: `$f` is a file this VFS opened (SQLite calls its methods only on those); the
-        // arguments are SQLite's own, passed on unchanged.
-        unsafe {
-            match methods($f).$method {
-                Some(m) => m(real($f) $(, $arg)*),
-                None => $default,
-            }
-        }
-    };
-    ($f:expr, $method:ident $(, $arg:expr)*) => {
-        forward!($f, $method or ffi::SQLITE_OK $(, $arg)*)
-    };
+    rc
 }
 
 fn target_of(f: *mut ffi::sqlite3_file) -> Option<Target> {
@@ -409,125 +358,10 @@ unsafe extern "C" fn sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
     forward!(f, xSync, flags)
 }
 
-unsafe extern "C" fn close(f: *mut ffi::sqlite3_file) -> c_int {
-    forward!(f, xClose)
-}
-
-unsafe extern "C" fn read(
-    f: *mut ffi::sqlite3_file,
-    buf: *mut c_void,
-    amount: c_int,
-    offset: i64,
-) -> c_int {
-    forward!(f, xRead, buf, amount, offset)
-}
-
-unsafe extern "C" fn truncate(f: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    forward!(f, xTruncate, size)
-}
-
-unsafe extern "C" fn file_size(f: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    forward!(f, xFileSize, size)
-}
-
-unsafe extern "C" fn lock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    forward!(f, xLock, level)
-}
-
-unsafe extern "C" fn unlock(f: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    forward!(f, xUnlock, level)
-}
-
-unsafe extern "C" fn check_reserved_lock(f: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    forward!(f, xCheckReservedLock, out)
-}
-
-unsafe extern "C" fn file_control(f: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
-    forward!(f, xFileControl or ffi::SQLITE_NOTFOUND, op, arg)
-}
-
-unsafe extern "C" fn sector_size(f: *mut ffi::sqlite3_file) -> c_int {
-    forward!(f, xSectorSize or 4096)
-}
-
-unsafe extern "C" fn device_characteristics(f: *mut ffi::sqlite3_file) -> c_int {
-    forward!(f, xDeviceCharacteristics or 0)
-}
-
-unsafe extern "C" fn shm_map(
-    f: *mut ffi::sqlite3_file,
-    region: c_int,
-    size: c_int,
-    extend: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    forward!(f, xShmMap or ffi::SQLITE_IOERR_SHMMAP, region, size, extend, out)
-}
-
-unsafe extern "C" fn shm_lock(
-    f: *mut ffi::sqlite3_file,
-    offset: c_int,
-    n: c_int,
-    flags: c_int,
-) -> c_int {
-    forward!(f, xShmLock or ffi::SQLITE_IOERR_SHMLOCK, offset, n, flags)
-}
-
-unsafe extern "C" fn shm_barrier(f: *mut ffi::sqlite3_file) {
-    // SAFETY: as in `forward!`.
-    unsafe {
-        if let Some(m) = methods(f).xShmBarrier {
-            m(real(f))
-        }
-    }
-}
-
-unsafe extern "C" fn shm_unmap(f: *mut ffi::sqlite3_file, delete: c_int) -> c_int {
-    forward!(f, xShmUnmap, delete)
-}
-
-unsafe extern "C" fn fetch(
-    f: *mut ffi::sqlite3_file,
-    offset: i64,
-    amount: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: as in `forward!`; without a fetch method, SQLite reads the page instead.
-    unsafe {
-        match methods(f).xFetch {
-            Some(m) => m(real(f), offset, amount, out),
-            None => {
-                *out = std::ptr::null_mut();
-                ffi::SQLITE_OK
-            }
-        }
-    }
-}
-
-unsafe extern "C" fn unfetch(f: *mut ffi::sqlite3_file, offset: i64, page: *mut c_void) -> c_int {
-    forward!(f, xUnfetch, offset, page)
-}
-
 static METHODS: ffi::sqlite3_io_methods = ffi::sqlite3_io_methods {
-    iVersion: 3,
-    xClose: Some(close),
-    xRead: Some(read),
     xWrite: Some(write),
-    xTruncate: Some(truncate),
     xSync: Some(sync),
-    xFileSize: Some(file_size),
-    xLock: Some(lock),
-    xUnlock: Some(unlock),
-    xCheckReservedLock: Some(check_reserved_lock),
-    xFileControl: Some(file_control),
-    xSectorSize: Some(sector_size),
-    xDeviceCharacteristics: Some(device_characteristics),
-    xShmMap: Some(shm_map),
-    xShmLock: Some(shm_lock),
-    xShmBarrier: Some(shm_barrier),
-    xShmUnmap: Some(shm_unmap),
-    xFetch: Some(fetch),
-    xUnfetch: Some(unfetch),
+    ..vfsshim::PASS_ON
 };
 
 /// Faults armed on one database by the library's tests.

@@ -4,10 +4,11 @@
 //!
 //! Everything SQLite-specific lives below this module and nowhere else: SQL, connections and
 //! their pragmas (`conn`), the writer with its group commit and the all-or-nothing rule
-//! (`writer`), the WAL's checkpoints and restarts (`checkpoint`), migrations, backup and
-//! restore, and the fault injection its tests use (`faultvfs`). What the rest of Parasol sees is `crate::store::Store`, whose typed operations
-//! this backend implements in `ops`; a second backend is a sibling module implementing the same
-//! `crate::store::Backend`.
+//! (`writer`), the WAL's checkpoints and restarts (`checkpoint`), the WAL's writes gathered into
+//! one system call a run of bytes (`walvfs`), migrations, backup and restore, and the fault
+//! injection its tests use (`faultvfs`). What the rest of Parasol sees is
+//! `crate::store::Store`, whose typed operations this backend implements in `ops`; a second
+//! backend is a sibling module implementing the same `crate::store::Backend`.
 
 pub mod backup;
 mod blocking;
@@ -27,6 +28,8 @@ mod tenants;
 #[cfg(test)]
 mod tests;
 mod users;
+mod vfsshim;
+mod walvfs;
 mod writer;
 mod writer_cache;
 
