@@ -122,8 +122,21 @@ unsafe extern "C" fn open(
         std::ptr::addr_of_mut!((*wal).at).write(0);
         (*file).pMethods = &WAL_METHODS;
     }
+    #[cfg(test)]
+    if !name.is_null() {
+        // SAFETY: SQLite passes the WAL's full path, a C string valid during the call.
+        let path = unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned();
+        OPENED.lock().unwrap_or_else(|e| e.into_inner()).push(path);
+    }
     rc
 }
+
+/// The WAL files this VFS opened (test builds): what shows that the store's own connections
+/// pass through it.
+#[cfg(test)]
+static OPENED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 
 /// The WAL file behind `f`.
 ///
@@ -364,6 +377,24 @@ mod tests {
         assert_eq!(other, std::time::Duration::ZERO);
         assert!(super::take_sync_time() > std::time::Duration::ZERO);
         assert_eq!(super::take_sync_time(), std::time::Duration::ZERO);
+    }
+
+    #[test]
+    fn the_stores_connections_write_their_wal_through_it() {
+        let dir = TempDir::new("walvfs-store");
+        let path = dir.join("t.db");
+        let c = super::super::conn::open_connection(&path, super::super::conn::Wait::Long).unwrap();
+        c.execute_batch("CREATE TABLE t(id INTEGER PRIMARY KEY)")
+            .unwrap();
+        // The directory's name is unique to this test; SQLite may spell the rest of the path
+        // its own way.
+        let dir_name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let wal = format!("{dir_name}/t.db-wal");
+        let opened = super::OPENED.lock().unwrap().clone();
+        assert!(
+            opened.iter().any(|p| p.ends_with(&wal)),
+            "{wal} not among the WAL files the VFS opened: {opened:?}"
+        );
     }
 
     #[test]
