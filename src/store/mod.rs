@@ -120,30 +120,31 @@ operations! {
     fn domain_counts(&self, limit: i64) -> (i64, Vec<(i64, i64)>);
 }
 
-/// The end of the range of names that start with `prefix`, in byte order: a normalised name is
-/// ASCII, so every name with the prefix sorts before the prefix followed by the highest code
-/// point (its first byte, 0xF4, is above any ASCII byte), and every other name after `prefix`
-/// sorts after it.
-pub(crate) fn prefix_end(prefix: &str) -> String {
+/// The parameters of `search_domains_query` after the organization, in order, for a page of the
+/// names that start with `prefix`, past `after`, at most `limit` long:
+/// - the page's start: the greater of `prefix` (names start with it) and `after` (the page starts
+///   past it). One lower bound, so that an engine seeks the name index to it: given both as
+///   separate bounds, SQLite seeks to one of them and filters by the other, and a cursor far into
+///   a list of a million names then read most of the list;
+/// - `after` itself, left out;
+/// - the end of the names with the prefix, in byte order: a normalised name is ASCII, so every
+///   name with the prefix sorts before the prefix followed by the highest code point (its first
+///   byte, 0xF4, is above any ASCII byte), and every other name after `prefix` sorts after it;
+/// - the limit, at least 0.
+pub(crate) fn search_domains_params<'a>(
+    prefix: &'a str,
+    after: &'a str,
+    limit: i64,
+) -> (&'a str, &'a str, String, i64) {
     let mut end = String::with_capacity(prefix.len() + 4);
     end.push_str(prefix);
     end.push(char::MAX);
-    end
-}
-
-/// Where a page of a search by name starts: at the first name not below the returned bound
-/// other than `after` itself. The bound is the greater of `prefix` (names start with it) and
-/// `after` (the page starts past it): one lower bound, so that an engine seeks the name index to
-/// it. Given both as separate bounds, SQLite seeks to one of them and filters by the other, and
-/// a cursor far into a list of a million names then read most of the list.
-pub(crate) fn search_start<'a>(prefix: &'a str, after: &'a str) -> &'a str {
-    prefix.max(after)
+    (prefix.max(after), after, end, limit.max(0))
 }
 
 /// The statement of `Store::search_domains`, both engines, its parameters written `{mark}1` to
-/// `{mark}5` (`?` on SQLite, `$` on PostgreSQL): the organization, the page's start
-/// (`search_start`), the name after which the page starts (left out), the prefix's end
-/// (`prefix_end`) and the limit. One range of the index on `(organization_id, name)`: it reads no
+/// `{mark}5` (`?` on SQLite, `$` on PostgreSQL): the organization, then the four of
+/// `search_domains_params`. One range of the index on `(organization_id, name)`: it reads no
 /// entry outside the page.
 pub(crate) fn search_domains_query(mark: char) -> String {
     format!(

@@ -741,9 +741,8 @@ impl Backend for Postgres {
     ) -> Result<Vec<DomainEntry>> {
         self.read(move |db| {
             Box::pin(async move {
-                let end = crate::store::prefix_end(&prefix);
-                let start = crate::store::search_start(&prefix, &after);
-                let limit = limit.max(0);
+                let (start, after, end, limit) =
+                    crate::store::search_domains_params(&prefix, &after, limit);
                 Ok(db
                     .rows(
                         &crate::store::search_domains_query('$'),

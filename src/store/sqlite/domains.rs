@@ -440,10 +440,8 @@ pub fn all_names(conn: &Connection, org: i64) -> Result<Vec<String>> {
 static SEARCH: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| crate::store::search_domains_query('?'));
 
-/// A page of a search by name (see `Store::search_domains`): a range of the index on
-/// `(organization_id, name)`, from the larger of `prefix` and `after` (`search_start`; `after`
-/// itself left out) up to the end of the names with the prefix (`prefix_end`): it reads no
-/// entry outside the page.
+/// A page of a search by name (see `Store::search_domains`): one range of the index on
+/// `(organization_id, name)`, bounded as `crate::store::search_domains_params` says.
 pub fn search(
     conn: &Connection,
     org: i64,
@@ -452,22 +450,14 @@ pub fn search(
     limit: i64,
 ) -> Result<Vec<DomainEntry>> {
     let mut stmt = conn.prepare_cached(&SEARCH)?;
-    let rows = stmt.query_map(
-        params![
-            org,
-            crate::store::search_start(prefix, after),
-            after,
-            crate::store::prefix_end(prefix),
-            limit.max(0)
-        ],
-        |r| {
-            Ok(DomainEntry {
-                id: r.get(0)?,
-                name: r.get(1)?,
-                last_seen_at: r.get(2)?,
-            })
-        },
-    )?;
+    let (start, after, end, limit) = crate::store::search_domains_params(prefix, after, limit);
+    let rows = stmt.query_map(params![org, start, after, end, limit], |r| {
+        Ok(DomainEntry {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            last_seen_at: r.get(2)?,
+        })
+    })?;
     Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
