@@ -400,30 +400,35 @@ fn compare_in(
 
     // The bare servers first, then the binaries in the order given, then the loop.
     let me = std::env::current_exe().map_err(|e| format!("cannot find this program: {e}"))?;
-    let (bare, _) = ChildProc::spawn(&me, &["--serve-bare"], cpu, "ready ", true)?;
-    let mut sides = vec![Side {
-        name: "bare hyper server (202, nothing else)".into(),
-        kind: Kind::Bare,
-        target: Some(Target::plain(bare.addr)),
-        counted: Watched::of([bare.pid()]),
-        server: Some(bare),
-        database: None,
-    }];
+    // A bare server of this program's: `args` its mode, answering over plain HTTP.
+    let bare_side = |args: &[&str], name: &str, kind: Kind| -> Result<Side, String> {
+        let (server, _) = ChildProc::spawn(&me, args, cpu, "ready ", true)?;
+        Ok(Side {
+            name: name.into(),
+            kind,
+            target: Some(Target::plain(server.addr)),
+            counted: Watched::of([server.pid()]),
+            server: Some(server),
+            database: None,
+        })
+    };
     std::fs::create_dir_all(dir).map_err(|e| format!("{dir:?}: {e}"))?;
     let log = dir.join("bare-durable.log");
     let log_arg = log
         .to_str()
         .ok_or("the work directory's path is not UTF-8")?;
-    let (durable, _) =
-        ChildProc::spawn(&me, &["--serve-bare-durable", log_arg], cpu, "ready ", true)?;
-    sides.push(Side {
-        name: "durable bare server (202 once the body is synced, nothing else)".into(),
-        kind: Kind::DurableBare,
-        target: Some(Target::plain(durable.addr)),
-        counted: Watched::of([durable.pid()]),
-        server: Some(durable),
-        database: None,
-    });
+    let mut sides = vec![
+        bare_side(
+            &["--serve-bare"],
+            "bare hyper server (202, nothing else)",
+            Kind::Bare,
+        )?,
+        bare_side(
+            &["--serve-bare-durable", log_arg],
+            "durable bare server (202 once the body is synced, nothing else)",
+            Kind::DurableBare,
+        )?,
+    ];
     let database = match &opts.database {
         Some(admin) => runtime.block_on(postgres::database_processes(admin))?,
         None => Watched::default(),

@@ -93,18 +93,10 @@ unsafe extern "C" fn open(
         return ffi::SQLITE_ERROR;
     };
     if flags & ffi::SQLITE_OPEN_WAL == 0 {
-        // Not the WAL: `unix`'s own file and methods, in the space SQLite gave us (larger than
-        // it needs).
+        // Not the WAL: `unix`'s own file and methods, at the start of the space SQLite gave us
+        // (larger than it needs).
         // SAFETY: SQLite's own arguments, passed on; `unix` fills `file` as it would its own.
-        return unsafe {
-            match (*reg.real).xOpen {
-                Some(real_open) => real_open(reg.real, name, file, flags, out_flags),
-                None => {
-                    (*file).pMethods = std::ptr::null();
-                    ffi::SQLITE_ERROR
-                }
-            }
-        };
+        return unsafe { vfsshim::open_real(reg.real, name, file, flags, out_flags, 0) }.0;
     }
     // SAFETY: SQLite's own arguments; our files are REAL_OFFSET bytes larger than `unix`'s
     // (`register`).
@@ -192,7 +184,7 @@ unsafe extern "C" fn close(f: *mut ffi::sqlite3_file) -> c_int {
     // SAFETY (of each block): SQLite calls this VFS's WAL methods only on its WAL files, one call
     // at a time; the buffer is dropped once, as the file closes.
     let rc = unsafe { write_gathered(f) };
-    let closed = forward!(f, xClose);
+    let closed = unsafe { vfsshim::close(f) };
     unsafe { std::ptr::drop_in_place(std::ptr::addr_of_mut!((*f.cast::<WalFile>()).gathered)) };
     if rc == ffi::SQLITE_OK {
         closed
@@ -201,15 +193,16 @@ unsafe extern "C" fn close(f: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
+// The methods that read, size or end the file: `unix`'s own (through `vfsshim`), once what was
+// gathered is written. SAFETY (of each): as in `close`, the arguments SQLite's own.
+
 unsafe extern "C" fn read(
     f: *mut ffi::sqlite3_file,
     buf: *mut c_void,
     amount: c_int,
     offset: i64,
 ) -> c_int {
-    let then = || forward!(f, xRead, buf, amount, offset);
-    // SAFETY: as in `close`.
-    unsafe { after_gathered(f, then) }
+    unsafe { after_gathered(f, || vfsshim::read(f, buf, amount, offset)) }
 }
 
 unsafe extern "C" fn write(
@@ -244,9 +237,7 @@ unsafe extern "C" fn write(
 }
 
 unsafe extern "C" fn truncate(f: *mut ffi::sqlite3_file, size: i64) -> c_int {
-    let then = || forward!(f, xTruncate, size);
-    // SAFETY: as in `close`.
-    unsafe { after_gathered(f, then) }
+    unsafe { after_gathered(f, || vfsshim::truncate(f, size)) }
 }
 
 thread_local! {
@@ -263,27 +254,23 @@ pub fn take_sync_time() -> Duration {
 }
 
 unsafe extern "C" fn sync(f: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    let then = || {
-        let started = Instant::now();
-        let rc = forward!(f, xSync, flags);
-        let took = started.elapsed();
-        SYNC_TIME.with(|t| t.set(t.get() + took));
-        rc
-    };
-    // SAFETY: as in `close`.
-    unsafe { after_gathered(f, then) }
+    unsafe {
+        after_gathered(f, || {
+            let started = Instant::now();
+            let rc = vfsshim::sync(f, flags);
+            let took = started.elapsed();
+            SYNC_TIME.with(|t| t.set(t.get() + took));
+            rc
+        })
+    }
 }
 
 unsafe extern "C" fn file_size(f: *mut ffi::sqlite3_file, size: *mut i64) -> c_int {
-    let then = || forward!(f, xFileSize, size);
-    // SAFETY: as in `close`.
-    unsafe { after_gathered(f, then) }
+    unsafe { after_gathered(f, || vfsshim::file_size(f, size)) }
 }
 
 unsafe extern "C" fn file_control(f: *mut ffi::sqlite3_file, op: c_int, arg: *mut c_void) -> c_int {
-    let then = || forward!(f, xFileControl or ffi::SQLITE_NOTFOUND, op, arg);
-    // SAFETY: as in `close`.
-    unsafe { after_gathered(f, then) }
+    unsafe { after_gathered(f, || vfsshim::file_control(f, op, arg)) }
 }
 
 unsafe extern "C" fn fetch(
@@ -292,7 +279,6 @@ unsafe extern "C" fn fetch(
     amount: c_int,
     out: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: as in `close`.
     unsafe { after_gathered(f, || vfsshim::fetch(f, offset, amount, out)) }
 }
 
