@@ -36,15 +36,17 @@ pub fn serve_bare() -> Result<(), String> {
 /// is parsed, looked up or indexed: it is the cost of "answered after a durable write" alone, the
 /// floor under any server that keeps that promise on this machine.
 pub fn serve_bare_durable(log: &Path) -> Result<(), String> {
-    let file = std::fs::OpenOptions::new()
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .map_err(|e| format!("{log:?}: {e}"))?;
+    let durable = move |bytes: &[u8]| file.write_all(bytes).and_then(|()| file.sync_data());
     let (tx, rx) = tokio::sync::mpsc::channel::<Durable>(1024);
     std::thread::Builder::new()
         .name("bare-log".into())
-        .spawn(move || append_in_groups(file, rx))
+        .spawn(move || append_in_groups(durable, rx))
         .map_err(|e| e.to_string())?;
     serve_until_killed(None, StatusCode::ACCEPTED, Some(tx))
 }
@@ -52,10 +54,14 @@ pub fn serve_bare_durable(log: &Path) -> Result<(), String> {
 /// A body to make durable, and where to say it is.
 type Durable = (Bytes, tokio::sync::oneshot::Sender<()>);
 
-/// The durable bare server's log thread (see `serve_bare_durable`). Exits the process if the log
-/// cannot be written: a floor measured without its syncs would be no floor.
-fn append_in_groups(mut file: std::fs::File, mut rx: tokio::sync::mpsc::Receiver<Durable>) {
-    use std::io::Write;
+/// The durable bare server's log thread (see `serve_bare_durable`): each group's records (a
+/// body's length, then the body) handed to `append`, which makes them durable, and only then
+/// each body's sender told. Exits the process if the log cannot be written: a floor measured
+/// without its syncs would be no floor.
+fn append_in_groups(
+    mut append: impl FnMut(&[u8]) -> std::io::Result<()>,
+    mut rx: tokio::sync::mpsc::Receiver<Durable>,
+) {
     const MAX_GROUP: usize = 256;
     let mut group: Vec<Durable> = Vec::with_capacity(MAX_GROUP);
     let mut bytes: Vec<u8> = Vec::with_capacity(1 << 20);
@@ -81,7 +87,7 @@ fn append_in_groups(mut file: std::fs::File, mut rx: tokio::sync::mpsc::Receiver
             bytes.extend_from_slice(&(body.len() as u32).to_le_bytes());
             bytes.extend_from_slice(body);
         }
-        if let Err(e) = file.write_all(&bytes).and_then(|()| file.sync_data()) {
+        if let Err(e) = append(&bytes) {
             eprintln!("parasol-bench --serve-bare-durable: {e}");
             std::process::exit(1);
         }
@@ -442,6 +448,40 @@ mod tests {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.0);
         }
+    }
+
+    #[test]
+    fn the_durable_bare_server_answers_once_its_group_is_durable() {
+        // `append` stands for the write and the sync: it reports each group it is given, and
+        // returns only when the test lets it.
+        let (entered_tx, entered) = std::sync::mpsc::channel::<Vec<u8>>();
+        let (go, go_rx) = std::sync::mpsc::channel::<()>();
+        let append = move |bytes: &[u8]| {
+            entered_tx.send(bytes.to_vec()).unwrap();
+            go_rx.recv().unwrap();
+            Ok(())
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Durable>(16);
+        let thread = std::thread::spawn(move || append_in_groups(append, rx));
+        for n in 0..20u32 {
+            let body = Bytes::from(format!(r#"{{"n":{n}}}"#));
+            let (done, mut durable) = tokio::sync::oneshot::channel();
+            tx.blocking_send((body.clone(), done)).unwrap();
+            let mut record = (body.len() as u32).to_le_bytes().to_vec();
+            record.extend_from_slice(&body);
+            assert_eq!(entered.recv().unwrap(), record, "body {n}");
+            // Not answered while its write and sync are under way...
+            assert_eq!(
+                durable.try_recv(),
+                Err(tokio::sync::oneshot::error::TryRecvError::Empty),
+                "body {n} answered before it was durable"
+            );
+            go.send(()).unwrap();
+            // ...and answered once they are done.
+            durable.blocking_recv().unwrap();
+        }
+        drop(tx);
+        thread.join().unwrap();
     }
 
     #[test]
